@@ -1,0 +1,129 @@
+# CardBaton - one Makefile for everything.
+#
+#   make            build into build/ (B=dir to choose another)
+#   make test       unit + end-to-end suite, then the same on an
+#                   ASan+UBSan build in build-san/  (alias: check)
+#   make demo       a short run on the embedded default config
+#   make bench      benchmarks against tsp and nq
+#   make install    PREFIX=/usr/local DESTDIR=
+#   make clean
+
+PREFIX  ?= /usr/local
+BINDIR   = $(PREFIX)/bin
+LIBEXEC  = $(PREFIX)/libexec/cardbaton
+MANDIR   = $(PREFIX)/share/man
+B       ?= build
+
+PKGS     = yaml-0.1 libcjson
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
+
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+WARN     = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+CPPFLAGS += -D_GNU_SOURCE -Ispool-layout
+ALL_CFLAGS = -std=c11 $(WARN) $(CFLAGS) $(SANFLAGS)
+
+LIB_SRC  = $(wildcard spool-layout/*.c)
+LIB_OBJ  = $(LIB_SRC:%.c=$(B)/%.o)
+LIB      = $(B)/libcardbaton.a
+
+TOOLS    = submit status logs promote cancel gpus
+TOOL_BIN = $(TOOLS:%=$(B)/cardbaton-%)
+BINS     = $(B)/cardbaton $(B)/sshgpu $(TOOL_BIN) $(B)/cardbaton-spoold \
+           $(B)/cardbaton-run $(B)/cardbaton-worker
+
+SPOOLD_SRC = $(wildcard spoold/*.c)
+WORKER_SRC = $(wildcard worker/*.c) spool-layout/wire.c
+UNIT_SRC   = $(wildcard tests/unit/*.c)
+UNIT_BIN   = $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
+BIN_COMMON = $(filter-out $(TOOLS:%=bin/%.c) bin/cardbaton.c,$(wildcard bin/*.c))
+
+all: $(BINS) $(UNIT_BIN)
+
+$(B)/%.o: %.c $(wildcard spool-layout/*.h spoold/*.h bin/*.h worker/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(ALL_CFLAGS) -c -o $@ $<
+
+$(LIB): $(LIB_OBJ)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+$(B)/cardbaton-%: $(B)/bin/%.o $(BIN_COMMON:%.c=$(B)/%.o) $(LIB)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(B)/cardbaton: $(B)/bin/cardbaton.o
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^
+
+$(B)/sshgpu: $(B)/cardbaton
+	ln -sf cardbaton $@
+
+$(B)/cardbaton-spoold: $(SPOOLD_SRC:%.c=$(B)/%.o) $(LIB)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(B)/cardbaton-run: $(B)/cardbaton-spoold
+	ln -sf cardbaton-spoold $@
+
+# The worker needs libc only: nothing from PKG_LIBS may creep in.
+$(B)/cardbaton-worker: $(WORKER_SRC:%.c=$(B)/%.o)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^
+
+$(B)/tests/%: $(B)/tests/unit/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+# ---- tests ---------------------------------------------------------------
+
+SAN = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+
+# `make test` and `make demo` are the README's two set-up commands: they
+# install the Debian packages they need first.
+test check:
+	tests/install-deps
+	$(MAKE) all
+	tests/run $(B)
+	$(MAKE) B=build-san SANFLAGS="$(SAN)" CFLAGS="-O1 -g" all
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+		tests/run build-san
+
+unit: all
+	tests/run $(B) unit
+
+demo:
+	tests/install-deps
+	$(MAKE) all
+	tests/demo.sh $(B)
+
+bench: all
+	tests/bench/run $(B)
+
+# ---- install -------------------------------------------------------------
+
+MAN1 = $(wildcard man/*.1)
+MAN5 = $(wildcard man/*.5)
+
+install: all
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXEC) \
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5
+	install -m 755 $(B)/cardbaton $(TOOL_BIN) $(B)/cardbaton-spoold \
+		$(B)/cardbaton-worker $(DESTDIR)$(BINDIR)
+	ln -sf cardbaton $(DESTDIR)$(BINDIR)/sshgpu
+	ln -sf cardbaton-spoold $(DESTDIR)$(BINDIR)/cardbaton-run
+	install -m 644 worker/*.c spool-layout/wire.c spool-layout/wire.h \
+		$(DESTDIR)$(LIBEXEC)
+	$(if $(MAN1),install -m 644 $(MAN1) $(DESTDIR)$(MANDIR)/man1)
+	$(if $(MAN5),install -m 644 $(MAN5) $(DESTDIR)$(MANDIR)/man5)
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/cardbaton $(DESTDIR)$(BINDIR)/sshgpu \
+		$(TOOLS:%=$(DESTDIR)$(BINDIR)/cardbaton-%) \
+		$(DESTDIR)$(BINDIR)/cardbaton-spoold $(DESTDIR)$(BINDIR)/cardbaton-run \
+		$(DESTDIR)$(BINDIR)/cardbaton-worker \
+		$(MAN1:man/%=$(DESTDIR)$(MANDIR)/man1/%) $(MAN5:man/%=$(DESTDIR)$(MANDIR)/man5/%)
+	rm -rf $(DESTDIR)$(LIBEXEC)
+
+clean:
+	rm -rf build build-san
+
+.PHONY: all test check unit demo bench install uninstall clean
+.SECONDARY:

@@ -1,0 +1,474 @@
+/*
+ * common.c - the shared part of the cardbaton-* tools (see common.h).
+ *
+ * Design: every tool is a short main() over the spool library; what
+ * they must all do the same way lives here, so that "every failure
+ * prints exactly one line, PROG: text, and exits with a sysexits(3)
+ * code" is true by construction rather than by care in six places.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common.h"
+
+const char *progname = "cardbaton";
+const char *opt_config;
+
+void prog_init(int argc, char **argv)
+{
+	const char *s;
+
+	if (argc < 1 || !argv[0] || !*argv[0])
+		return;
+	s = strrchr(argv[0], '/');
+	progname = s && s[1] ? s + 1 : argv[0];
+}
+
+/* ---- dying ---------------------------------------------------------------- */
+
+static void vline(const char *fmt, va_list ap, const char *suffix)
+{
+	/* One fprintf-free write so that concurrent tools never interleave
+	 * half lines on a shared terminal or log. */
+	struct sbuf b = { 0 };
+	char *msg = NULL;
+
+	if (vasprintf(&msg, fmt, ap) < 0)
+		msg = NULL;
+	if (sbuf_addf(&b, "%s: %s%s%s\n", progname, msg ? msg : strerror(ENOMEM),
+		      suffix ? ": " : "", suffix ? suffix : "") == 0) {
+		size_t off = 0;
+
+		while (off < b.len) {
+			ssize_t w = write(2, b.s + off, b.len - off);
+
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0)
+				break;
+			off += (size_t)w;
+		}
+	} else {
+		fputs(progname, stderr);
+		fputs(": out of memory\n", stderr);
+	}
+	sbuf_free(&b);
+	free(msg);
+}
+
+void die(int ex, const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	va_start(ap, fmt);
+	vline(fmt, ap, NULL);
+	va_end(ap);
+	exit(ex);
+}
+
+void die_sys(int ex, const char *fmt, ...)
+{
+	va_list ap;
+	const char *e = strerror(errno);
+
+	fflush(stdout);
+	va_start(ap, fmt);
+	vline(fmt, ap, e);
+	va_end(ap);
+	exit(ex);
+}
+
+void die_err(const struct cb_err *err)
+{
+	int ex = err->ex ? err->ex : EX_SOFTWARE_;
+
+	if (err->msg)
+		die(ex, "%s", err->msg);
+	die(ex == EX_SOFTWARE_ ? EX_OSERR_ : ex, "%s", strerror(ENOMEM));
+}
+
+void warn_line(const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	va_start(ap, fmt);
+	vline(fmt, ap, NULL);
+	va_end(ap);
+}
+
+char *must_asprintf(const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		die(EX_OSERR_, "%s", strerror(ENOMEM));
+	va_end(ap);
+	return s;
+}
+
+/* ---- options -------------------------------------------------------------- */
+
+void usage_error(const char *usage, const char *fmt, ...)
+{
+	va_list ap;
+	char *msg;
+
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		msg = NULL;
+	va_end(ap);
+	die(EX_USAGE_, "%s (usage: %s)", msg ? msg : strerror(ENOMEM), usage);
+}
+
+/* The option the last getopt_long error was about, as the user wrote
+ * it: "-x" or "--name" (without any "=value"). */
+static char *bad_option(char **argv, int argc)
+{
+	const char *w = optind >= 1 && optind - 1 < argc ? argv[optind - 1] : "";
+
+	if (strncmp(w, "--", 2) == 0)
+		return must_asprintf("%.*s", (int)strcspn(w, "="), w);
+	if (optopt > ' ' && optopt < 0x7f)
+		return must_asprintf("-%c", optopt);
+	return must_asprintf("%s", w);
+}
+
+int tool_getopt(int argc, char **argv, const char *shortopts,
+		const struct option *longopts, int stop_at_operand, const char *usage)
+{
+	static char *sopts;
+	int ch;
+
+	if (!sopts)
+		sopts = must_asprintf("%s:h%s", stop_at_operand ? "+" : "", shortopts);
+	opterr = 0;
+	for (;;) {
+		ch = getopt_long(argc, argv, sopts, longopts, NULL);
+		switch (ch) {
+		case OPT_CONFIG:
+			if (!*optarg)
+				die(EX_USAGE_, "--config: empty path");
+			opt_config = optarg;
+			continue;
+		case 'h':
+			printf("usage: %s\n", usage);
+			finish_stdout();
+			exit(0);
+		case '?':
+			usage_error(usage, "unknown option '%s'", bad_option(argv, argc));
+		case ':':
+			usage_error(usage, "option '%s' needs an argument", bad_option(argv, argc));
+		default:
+			return ch;
+		}
+	}
+}
+
+long long flag_ll(const char *flag, const char *val, long long lo, long long hi)
+{
+	long long v;
+
+	if (parse_ll(val, lo, hi, &v) < 0)
+		die(EX_USAGE_, "%s: '%s' is not an integer from %lld to %lld", flag, val, lo, hi);
+	return v;
+}
+
+long long arg_jobid(const char *s)
+{
+	long long id;
+
+	if (jobid_parse(s, &id) < 0)
+		die(EX_USAGE_, "'%s' is not a job ID (1 to %lld)", s, SEQ_MAX);
+	return id;
+}
+
+/* ---- config and spool ----------------------------------------------------- */
+
+void tool_config(struct config *c)
+{
+	struct cb_err err = { 0 };
+
+	if (config_load(opt_config, c, &err) < 0)
+		die_err(&err);
+}
+
+int tool_spool(const struct config *c, struct spool *sp, int create)
+{
+	struct cb_err err = { 0 };
+	struct stat st;
+
+	if (!create && stat(c->spool, &st) < 0 && errno == ENOENT)
+		return 0;
+	if (spool_open(sp, c->spool, create, &err) < 0)
+		die_err(&err);
+	return 1;
+}
+
+/* ---- output --------------------------------------------------------------- */
+
+void finish_stdout(void)
+{
+	errno = 0;
+	if (fflush(stdout) == EOF || ferror(stdout)) {
+		if (errno)
+			die_sys(EX_IOERR_, "standard output");
+		die(EX_IOERR_, "standard output: write error");
+	}
+}
+
+int term_width(void)
+{
+	struct winsize ws;
+
+	if (!isatty(1) || ioctl(1, TIOCGWINSZ, &ws) < 0 || ws.ws_col == 0)
+		return 0;
+	return ws.ws_col;
+}
+
+/* A C0 control, DEL, or the start of a UTF-8 C1 control (U+0080..9F). */
+static size_t control_len(const unsigned char *p)
+{
+	if (*p < 0x20 || *p == 0x7f)
+		return 1;
+	if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+		return 2;
+	return 0;
+}
+
+static int word_safe(const char *w, int first)
+{
+	const unsigned char *p = (const unsigned char *)w;
+
+	if (!*p)
+		return 0;
+	for (; *p; p++) {
+		if (*p >= 0x80) {
+			if (control_len(p))
+				return 0;
+			continue;
+		}
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || strchr("_@%+:,./-", *p) ||
+		      (*p == '=' && !first)))
+			return 0;
+	}
+	return 1;
+}
+
+static int has_control(const char *w)
+{
+	for (const unsigned char *p = (const unsigned char *)w; *p; p++)
+		if (control_len(p))
+			return 1;
+	return 0;
+}
+
+static int quote_word(struct sbuf *b, const char *w, int first)
+{
+	const unsigned char *p;
+
+	if (word_safe(w, first))
+		return sbuf_add(b, w, strlen(w));
+	if (!has_control(w)) {
+		if (sbuf_add(b, "'", 1) < 0)
+			return -1;
+		for (p = (const unsigned char *)w; *p; p++)
+			if (*p == '\'' ? sbuf_add(b, "'\\''", 4) < 0 : sbuf_add(b, p, 1) < 0)
+				return -1;
+		return sbuf_add(b, "'", 1);
+	}
+	if (sbuf_add(b, "$'", 2) < 0)
+		return -1;
+	for (p = (const unsigned char *)w; *p; p++) {
+		int r;
+
+		switch (*p) {
+		case '\n':
+			r = sbuf_add(b, "\\n", 2);
+			break;
+		case '\t':
+			r = sbuf_add(b, "\\t", 2);
+			break;
+		case '\r':
+			r = sbuf_add(b, "\\r", 2);
+			break;
+		case '\\':
+			r = sbuf_add(b, "\\\\", 2);
+			break;
+		case '\'':
+			r = sbuf_add(b, "\\'", 2);
+			break;
+		default:
+			if (control_len(p) == 2) {      /* a C1 control: both bytes */
+				r = sbuf_addf(b, "\\x%02x\\x%02x", p[0], p[1]);
+				p++;
+			} else if (control_len(p)) {
+				r = sbuf_addf(b, "\\x%02x", *p);
+			} else {
+				r = sbuf_add(b, p, 1);
+			}
+		}
+		if (r < 0)
+			return -1;
+	}
+	return sbuf_add(b, "'", 1);
+}
+
+char *shell_join(char *const *argv, size_t argc)
+{
+	struct sbuf b = { 0 };
+
+	if (sbuf_add(&b, "", 0) < 0)
+		return NULL;
+	for (size_t i = 0; i < argc; i++)
+		if ((i && sbuf_add(&b, " ", 1) < 0) || quote_word(&b, argv[i], i == 0) < 0) {
+			sbuf_free(&b);
+			return NULL;
+		}
+	return b.s;
+}
+
+char *printable(const char *s)
+{
+	struct sbuf b = { 0 };
+
+	if (sbuf_add(&b, "", 0) < 0)
+		return NULL;
+	for (const unsigned char *p = (const unsigned char *)s; *p; ) {
+		size_t n = control_len(p);
+
+		if ((n ? sbuf_add(&b, "?", 1) : sbuf_add(&b, p, 1)) < 0) {
+			sbuf_free(&b);
+			return NULL;
+		}
+		p += n ? n : 1;
+	}
+	return b.s;
+}
+
+char *command_display(const struct job_def *d)
+{
+	if (d->argv)
+		return shell_join(d->argv, d->argc);
+	return printable(d->shell ? d->shell : "");
+}
+
+void fmt_age(char *buf, size_t size, long long ms)
+{
+	long long s = ms > 0 ? ms / 1000 : 0;
+
+	if (s < 60)
+		snprintf(buf, size, "%llds", s);
+	else if (s < 3600)
+		snprintf(buf, size, "%lldm%02llds", s / 60, s % 60);
+	else if (s < 86400)
+		snprintf(buf, size, "%lldh%02lldm", s / 3600, s / 60 % 60);
+	else
+		snprintf(buf, size, "%lldd%02lldh", s / 86400, s / 3600 % 24);
+}
+
+char *fmt_time(long long ms)
+{
+	return ms ? rfc3339(ms) : strdup("-");
+}
+
+/* ---- tables --------------------------------------------------------------- */
+
+/* Characters (not bytes) in UTF-8 text. */
+static size_t u8_width(const char *s)
+{
+	size_t n = 0;
+
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		if ((*p & 0xc0) != 0x80)
+			n++;
+	return n;
+}
+
+void table_init(struct table *t, size_t ncol, unsigned right)
+{
+	memset(t, 0, sizeof *t);
+	t->ncol = ncol;
+	t->right = right;
+	if (!(t->w = calloc(ncol, sizeof *t->w)))
+		die(EX_OSERR_, "%s", strerror(ENOMEM));
+}
+
+void table_row(struct table *t, const char *const *cells)
+{
+	if (t->nrow == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 64;
+		char **c;
+
+		if (cap > SIZE_MAX / t->ncol / sizeof *c ||
+		    !(c = realloc(t->cell, cap * t->ncol * sizeof *c)))
+			die(EX_OSERR_, "%s", strerror(ENOMEM));
+		t->cell = c;
+		t->cap = cap;
+	}
+	for (size_t i = 0; i < t->ncol; i++) {
+		char *s = strdup(cells[i] ? cells[i] : "");
+		size_t w;
+
+		if (!s)
+			die(EX_OSERR_, "%s", strerror(ENOMEM));
+		t->cell[t->nrow * t->ncol + i] = s;
+		if ((w = u8_width(s)) > t->w[i])
+			t->w[i] = w;
+	}
+	t->nrow++;
+}
+
+void table_print(const struct table *t, FILE *fp, int width)
+{
+	struct sbuf line = { 0 };
+
+	for (size_t r = 0; r < t->nrow; r++) {
+		line.len = 0;
+		for (size_t i = 0; i < t->ncol; i++) {
+			const char *s = t->cell[r * t->ncol + i];
+			size_t pad = t->w[i] - u8_width(s);
+			int last = i + 1 == t->ncol;
+			int right = (t->right >> i) & 1;
+
+			if ((i && sbuf_add(&line, "  ", 2) < 0) ||
+			    (right && sbuf_addf(&line, "%*s", (int)pad, "") < 0) ||
+			    sbuf_add(&line, s, strlen(s)) < 0 ||
+			    (!right && !last && sbuf_addf(&line, "%*s", (int)pad, "") < 0))
+				die(EX_OSERR_, "%s", strerror(ENOMEM));
+		}
+		if (width > 0) {
+			size_t chars = 0, i;
+
+			for (i = 0; i < line.len; i++)
+				if (((unsigned char)line.s[i] & 0xc0) != 0x80 && ++chars > (size_t)width)
+					break;
+			line.len = i;
+		}
+		while (line.len && line.s[line.len - 1] == ' ')
+			line.len--;
+		fwrite(line.s, 1, line.len, fp);
+		putc('\n', fp);
+	}
+	sbuf_free(&line);
+}
+
+void table_free(struct table *t)
+{
+	for (size_t i = 0; i < t->nrow * t->ncol; i++)
+		free(t->cell[i]);
+	free(t->cell);
+	free(t->w);
+	memset(t, 0, sizeof *t);
+}

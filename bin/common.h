@@ -1,0 +1,131 @@
+/*
+ * common.h - what every cardbaton-* tool shares: its name, dying with
+ * one line and a sysexits(3) code, the --config/-h/--help options,
+ * loading the config and opening the spool, and the bits of output
+ * formatting (shell quoting, ages, aligned tables) that the human
+ * views have in common.
+ *
+ * Library code (spool-layout/) returns errors in a struct cb_err; only
+ * these helpers print them, always as the single line "PROG: text".
+ */
+#ifndef CARDBATON_BIN_COMMON_H
+#define CARDBATON_BIN_COMMON_H
+
+#include <getopt.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "spool.h"
+
+/* ---- program name and dying ------------------------------------------- */
+
+/* basename(argv[0]); "cardbaton" until prog_init runs. */
+extern const char *progname;
+void prog_init(int argc, char **argv);
+
+/* "PROG: text" on stderr, then exit(EX). */
+_Noreturn void die(int ex, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Same with ": strerror(errno)" appended. */
+_Noreturn void die_sys(int ex, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The error a library call recorded (a NULL message means it ran out
+ * of memory); exits with its code, or EX_SOFTWARE_ when none was set. */
+_Noreturn void die_err(const struct cb_err *err);
+/* "PROG: text" on stderr without exiting (for a tool that goes on). */
+void warn_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- options ------------------------------------------------------------ */
+
+/* Long options every tool takes; put COMMON_LONGOPTS first in the
+ * tool's table and drive the loop with tool_getopt. */
+enum { OPT_CONFIG = 0x100, OPT_TOOL_FIRST = 0x200 };
+#define COMMON_LONGOPTS \
+	{ "config", required_argument, NULL, OPT_CONFIG }, \
+	{ "help", no_argument, NULL, 'h' }
+
+/* Set by --config; NULL means "look for it" (config_load). */
+extern const char *opt_config;
+
+/*
+ * getopt_long over ARGV that handles the common options itself:
+ * --config (stored in opt_config), -h/--help (USAGE on stdout, exit 0),
+ * an unknown option or a missing argument (one line naming the option,
+ * with USAGE, exit 64).  SHORTOPTS must not begin with ':' or '+'; it
+ * is used in POSIX mode ("+": options end at the first operand) when
+ * STOP_AT_OPERAND, else operands and options may mix.  Returns the
+ * next tool option, or -1 at the end (optind is the first operand).
+ */
+int tool_getopt(int argc, char **argv, const char *shortopts,
+		const struct option *longopts, int stop_at_operand, const char *usage);
+
+/* "PROG: text; usage: USAGE" on stderr, exit 64. */
+_Noreturn void usage_error(const char *usage, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Flag values: parse or exit 64 with a line naming FLAG. */
+long long flag_ll(const char *flag, const char *val, long long lo, long long hi);
+/* A job ID operand; exit 64 "'x' is not a job ID" otherwise. */
+long long arg_jobid(const char *s);
+
+/* ---- config and spool ---------------------------------------------------- */
+
+/* config_load(opt_config) or die with its error. */
+void tool_config(struct config *c);
+
+/*
+ * Open the spool of C.  CREATE: make it when missing (submit).
+ * Without CREATE a spool that does not exist yet returns 0 (nothing
+ * opened: an empty queue, or "no such job"); 1 when opened; any other
+ * failure exits with the library's line.
+ */
+int tool_spool(const struct config *c, struct spool *sp, int create);
+
+/* ---- output ------------------------------------------------------------- */
+
+/* Flush stdout and exit 74 with a line when writing it failed. */
+void finish_stdout(void);
+
+/* Columns of the terminal on stdout, or 0 when stdout is not one. */
+int term_width(void);
+
+/*
+ * ARGV as one line a POSIX shell reads back as the same words: a word
+ * of only safe characters is left bare, others are put in '...', and a
+ * word holding control characters in bash's $'...' so that the line
+ * never carries a raw newline or escape.  malloc'd, NULL on ENOMEM.
+ */
+char *shell_join(char *const *argv, size_t argc);
+/* The command of a job for display: its argv joined, or the sh -c
+ * string with control characters shown as '?'. */
+char *command_display(const struct job_def *d);
+/* S with every control byte replaced by '?' (malloc'd, NULL on ENOMEM). */
+char *printable(const char *s);
+
+/* A duration in ms as "45s", "12m", "3h07m", "2d05h" into BUF. */
+void fmt_age(char *buf, size_t size, long long ms);
+/* RFC 3339 text of MS, or "-" for 0 (malloc'd, NULL on ENOMEM). */
+char *fmt_time(long long ms);
+
+/*
+ * Aligned columns for the human views: a header row, then rows of
+ * strings (copied); every column but the last is padded to its widest
+ * cell (counted in UTF-8 characters) and separated by two spaces;
+ * columns flagged in RIGHT (bit i = column i) are right-aligned.  With
+ * WIDTH > 0 each line is cut to WIDTH characters (the last column is
+ * the one that loses).
+ */
+struct table {
+	size_t ncol, nrow, cap;
+	unsigned right;
+	char **cell;            /* nrow * ncol */
+	size_t *w;
+};
+void table_init(struct table *t, size_t ncol, unsigned right);
+/* NCOL strings; exits 71 on ENOMEM. */
+void table_row(struct table *t, const char *const *cells);
+void table_print(const struct table *t, FILE *fp, int width);
+void table_free(struct table *t);
+
+/* xasprintf that exits 71 on ENOMEM. */
+char *must_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

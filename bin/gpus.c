@@ -1,0 +1,383 @@
+/*
+ * cardbaton-gpus - every configured node's GPUs: memory, utilisation,
+ * compute processes, lease holder, idle or busy.
+ *
+ * Design: nodes are asked in parallel, one child process per node,
+ * each calling node_gpus (which has its own deadline) and writing the
+ * answer back through a pipe in the worker's record format: a header
+ * record "status ok" or "status error" + "error WHY", then one record
+ * per GPU.  The parent waits for all of them with one overall deadline
+ * a little beyond NODE_QUERY_MS, so one slow or partitioned node
+ * delays the answer by at most that and never hides the others.  An
+ * unreachable node is shown as such; the tool fails (69) only when no
+ * node answered.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+
+static const char usage[] = "cardbaton-gpus [--config PATH] [--node N] [--json]";
+
+enum { OPT_NODE = OPT_TOOL_FIRST, OPT_JSON };
+
+static const struct option longopts[] = {
+	COMMON_LONGOPTS,
+	{ "node", required_argument, NULL, OPT_NODE },
+	{ "json", no_argument, NULL, OPT_JSON },
+	{ NULL, 0, NULL, 0 },
+};
+
+#define PARENT_DEADLINE_MS (NODE_QUERY_MS + 2000)
+#define ANSWER_MAX (16u << 20)
+
+struct ask {
+	const struct node_conf *nc;
+	pid_t pid;
+	int fd;
+	struct sbuf buf;
+	struct gpu_info *g;
+	size_t n;
+	char *error;            /* NULL when the node answered */
+};
+
+static long long mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* In the child: ask the node, write the answer to FD, _exit. */
+static _Noreturn void child(const struct config *c, const struct node_conf *nc, int fd)
+{
+	struct cb_err err = { 0 };
+	struct wire_rec h = { 0 };
+	struct gpu_info *g;
+	size_t n;
+	int ok = node_gpus(c, nc, &g, &n, &err) == 0;
+
+	if (wire_add(&h, "status", ok ? "ok" : "error") < 0 ||
+	    (!ok && wire_add(&h, "error", err.msg ? err.msg : strerror(ENOMEM)) < 0) ||
+	    wire_write_fd(fd, &h) < 0)
+		_exit(1);
+	for (size_t i = 0; ok && i < n; i++) {
+		struct wire_rec r = { 0 };
+
+		if (wire_addf(&r, "index", "%d", g[i].index) < 0 ||
+		    wire_add(&r, "uuid", g[i].uuid) < 0 || wire_add(&r, "name", g[i].name) < 0 ||
+		    wire_addf(&r, "memory_used_mib", "%lld", g[i].mem_used) < 0 ||
+		    wire_addf(&r, "memory_total_mib", "%lld", g[i].mem_total) < 0 ||
+		    wire_addf(&r, "utilization", "%lld", g[i].util) < 0 ||
+		    wire_addf(&r, "processes", "%lld", g[i].procs) < 0 ||
+		    wire_add(&r, "lease", g[i].lease ? g[i].lease : "") < 0 ||
+		    wire_write_fd(fd, &r) < 0)
+			_exit(1);
+		wire_free(&r);
+	}
+	_exit(0);
+}
+
+static void start(const struct config *c, struct ask *a)
+{
+	int p[2];
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		die_sys(EX_OSERR_, "pipe");
+	fflush(stdout);
+	if ((a->pid = fork()) < 0)
+		die_sys(EX_OSERR_, "fork");
+	if (a->pid == 0) {
+		close(p[0]);
+		child(c, a->nc, p[1]);
+	}
+	close(p[1]);
+	a->fd = p[0];
+	if (sbuf_add(&a->buf, "", 0) < 0)
+		die(EX_OSERR_, "%s", strerror(ENOMEM));
+}
+
+static void collect(struct ask *asks, size_t n)
+{
+	long long deadline = mono_ms() + PARENT_DEADLINE_MS;
+	struct pollfd *p = calloc(n, sizeof *p);
+	size_t open_fds = n;
+
+	if (!p)
+		die(EX_OSERR_, "%s", strerror(ENOMEM));
+	while (open_fds) {
+		long long left = deadline - mono_ms();
+		int r;
+
+		if (left <= 0)
+			break;
+		for (size_t i = 0; i < n; i++) {
+			p[i].fd = asks[i].fd;
+			p[i].events = POLLIN;
+			p[i].revents = 0;
+		}
+		r = poll(p, n, (int)(left > INT_MAX ? INT_MAX : left));
+		if (r < 0 && errno != EINTR)
+			die_sys(EX_OSERR_, "poll");
+		for (size_t i = 0; r > 0 && i < n; i++) {
+			char buf[65536];
+			ssize_t got;
+
+			if (asks[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			got = read(asks[i].fd, buf, sizeof buf);
+			if (got < 0 && errno == EINTR)
+				continue;
+			if (got > 0 && asks[i].buf.len + (size_t)got <= ANSWER_MAX) {
+				if (sbuf_add(&asks[i].buf, buf, (size_t)got) < 0)
+					die(EX_OSERR_, "%s", strerror(ENOMEM));
+				continue;
+			}
+			close(asks[i].fd);
+			asks[i].fd = -1;
+			open_fds--;
+		}
+	}
+	free(p);
+	for (size_t i = 0; i < n; i++) {
+		int status;
+
+		if (asks[i].fd >= 0) {
+			close(asks[i].fd);
+			asks[i].fd = -1;
+			kill(asks[i].pid, SIGKILL);
+			asks[i].error = must_asprintf("%s: no answer within %d s", asks[i].nc->name,
+						      PARENT_DEADLINE_MS / 1000);
+		}
+		while (waitpid(asks[i].pid, &status, 0) < 0)
+			if (errno != EINTR)
+				die_sys(EX_OSERR_, "waitpid");
+	}
+}
+
+/* Turn the child's bytes into A->g or A->error. */
+static void parse_answer(struct ask *a)
+{
+	struct wire_rec h = { 0 };
+	const char *why, *st;
+	long used;
+
+	if (a->error)
+		return;
+	used = wire_parse(a->buf.s, a->buf.len, &h, &why);
+	st = used > 0 ? wire_get(&h, "status") : NULL;
+	if (!st) {
+		a->error = must_asprintf("%s: no answer", a->nc->name);
+	} else if (strcmp(st, "ok")) {
+		const char *e = wire_get(&h, "error");
+		char *p = printable(e ? e : "error");
+
+		if (!p)
+			die(EX_OSERR_, "%s", strerror(ENOMEM));
+		a->error = p;
+	} else if (gpus_parse(a->buf.s + used, a->buf.len - (size_t)used, &a->g, &a->n) < 0) {
+		a->error = must_asprintf("%s: malformed answer", a->nc->name);
+	}
+	wire_free(&h);
+	sbuf_free(&a->buf);
+}
+
+/* The error without the "NODE: " that node_gpus puts in front. */
+static const char *bare_error(const struct ask *a)
+{
+	size_t n = strlen(a->nc->name);
+
+	if (!strncmp(a->error, a->nc->name, n) && !strncmp(a->error + n, ": ", 2))
+		return a->error + n + 2;
+	return a->error;
+}
+
+/* The lease holder as shown: the job ID when the attempt is from this
+ * spool, else the attempt ID (another controller's job). */
+static char *lease_text(const struct spool *sp, int have_spool, const char *lease)
+{
+	long long job = have_spool ? attempt_job(sp->id, lease) : 0;
+	char *s;
+
+	if (job)
+		return must_asprintf("%lld", job);
+	if (!(s = printable(lease)))
+		die(EX_OSERR_, "%s", strerror(ENOMEM));
+	return s;
+}
+
+static void print_json(const struct ask *asks, size_t n, const struct spool *sp, int have_spool)
+{
+	cJSON *root = cJSON_CreateObject(), *nodes;
+	char *text;
+
+	if (!root || !(nodes = cJSON_AddArrayToObject(root, "nodes")))
+		die(EX_OSERR_, "%s", strerror(ENOMEM));
+	for (size_t i = 0; i < n; i++) {
+		const struct ask *a = &asks[i];
+		cJSON *o = cJSON_CreateObject(), *gs;
+
+		if (!o || !cJSON_AddItemToArray(nodes, o) ||
+		    !cJSON_AddStringToObject(o, "name", a->nc->name) ||
+		    !cJSON_AddBoolToObject(o, "reachable", !a->error) ||
+		    !(a->error ? cJSON_AddStringToObject(o, "error", bare_error(a))
+			       : cJSON_AddNullToObject(o, "error")) ||
+		    !(gs = cJSON_AddArrayToObject(o, "gpus")))
+			die(EX_OSERR_, "%s", strerror(ENOMEM));
+		for (size_t k = 0; k < a->n; k++) {
+			const struct gpu_info *g = &a->g[k];
+			cJSON *x = cJSON_CreateObject();
+			char *lease = g->lease ? lease_text(sp, have_spool, g->lease) : NULL;
+
+			if (!x || !cJSON_AddItemToArray(gs, x) ||
+			    !cJSON_AddNumberToObject(x, "index", g->index) ||
+			    !cJSON_AddStringToObject(x, "uuid", g->uuid) ||
+			    !cJSON_AddStringToObject(x, "name", g->name) ||
+			    !cJSON_AddNumberToObject(x, "memory_used_mib", (double)g->mem_used) ||
+			    !cJSON_AddNumberToObject(x, "memory_total_mib", (double)g->mem_total) ||
+			    !cJSON_AddNumberToObject(x, "utilization", (double)g->util) ||
+			    !cJSON_AddNumberToObject(x, "processes", (double)g->procs) ||
+			    !(lease ? cJSON_AddStringToObject(x, "lease", lease)
+				    : cJSON_AddNullToObject(x, "lease")) ||
+			    !cJSON_AddBoolToObject(x, "eligible", gpu_eligible(a->nc, g->index)) ||
+			    !cJSON_AddBoolToObject(x, "idle", gpu_idle(g, a->nc->idle_mib) &&
+							       gpu_eligible(a->nc, g->index)))
+				die(EX_OSERR_, "%s", strerror(ENOMEM));
+			free(lease);
+		}
+	}
+	if (!(text = cJSON_PrintUnformatted(root)))
+		die(EX_OSERR_, "%s", strerror(ENOMEM));
+	puts(text);
+	cJSON_free(text);
+	cJSON_Delete(root);
+}
+
+static void print_human(const struct ask *asks, size_t n, const struct spool *sp, int have_spool)
+{
+	static const char *const head[] = {
+		"IDX", "UUID", "NAME", "MEMORY", "UTIL", "PROCS", "LEASE", "STATE",
+	};
+	int width = term_width();
+
+	for (size_t i = 0; i < n; i++) {
+		const struct ask *a = &asks[i];
+		struct table t;
+		size_t idle = 0;
+
+		if (i)
+			putchar('\n');
+		if (a->error) {
+			printf("%s: unreachable: %s\n", a->nc->name, bare_error(a));
+			continue;
+		}
+		for (size_t k = 0; k < a->n; k++)
+			idle += gpu_idle(&a->g[k], a->nc->idle_mib) && gpu_eligible(a->nc, a->g[k].index);
+		printf("%s: %zu GPU%s, %zu idle\n", a->nc->name, a->n, a->n == 1 ? "" : "s", idle);
+		if (!a->n)
+			continue;
+		/* IDX, MEMORY, UTIL, PROCS right-aligned. */
+		table_init(&t, 8, 1u << 0 | 1u << 3 | 1u << 4 | 1u << 5);
+		table_row(&t, head);
+		for (size_t k = 0; k < a->n; k++) {
+			const struct gpu_info *g = &a->g[k];
+			char *cells[8];
+
+			cells[0] = must_asprintf("%d", g->index);
+			cells[1] = printable(g->uuid);
+			cells[2] = printable(g->name);
+			cells[3] = must_asprintf("%lld/%lld MiB", g->mem_used, g->mem_total);
+			cells[4] = must_asprintf("%lld%%", g->util);
+			cells[5] = must_asprintf("%lld", g->procs);
+			cells[6] = g->lease ? lease_text(sp, have_spool, g->lease) : strdup("-");
+			cells[7] = strdup(!gpu_eligible(a->nc, g->index) ? "excluded" :
+					  gpu_idle(g, a->nc->idle_mib) ? "idle" : "busy");
+			for (int m = 0; m < 8; m++)
+				if (!cells[m])
+					die(EX_OSERR_, "%s", strerror(ENOMEM));
+			table_row(&t, (const char *const *)cells);
+			for (int m = 0; m < 8; m++)
+				free(cells[m]);
+		}
+		table_print(&t, stdout, width);
+		table_free(&t);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct config c;
+	struct spool sp;
+	struct ask *asks;
+	const char *only = NULL;
+	size_t n = 0, failed = 0;
+	int ch, json = 0, have_spool;
+
+	prog_init(argc, argv);
+	while ((ch = tool_getopt(argc, argv, "", longopts, 0, usage)) != -1) {
+		switch (ch) {
+		case OPT_NODE:
+			only = optarg;
+			break;
+		case OPT_JSON:
+			json = 1;
+			break;
+		default:
+			usage_error(usage, "unknown option");
+		}
+	}
+	if (optind < argc)
+		usage_error(usage, "unexpected argument '%s'", argv[optind]);
+	tool_config(&c);
+	if (only && !config_node(&c, only)) {
+		char *p = printable(only);
+
+		die(EX_DATAERR_, "unknown node '%s' (not in %s)", p ? p : "?",
+		    c.path ? c.path : "the default config");
+	}
+	have_spool = tool_spool(&c, &sp, 0);
+	if (!(asks = calloc(c.nnodes ? c.nnodes : 1, sizeof *asks)))
+		die(EX_OSERR_, "%s", strerror(ENOMEM));
+	for (size_t i = 0; i < c.nnodes; i++) {
+		if (only && strcmp(c.nodes[i].name, only))
+			continue;
+		asks[n].nc = &c.nodes[i];
+		asks[n].fd = -1;
+		start(&c, &asks[n]);
+		n++;
+	}
+	collect(asks, n);
+	for (size_t i = 0; i < n; i++) {
+		parse_answer(&asks[i]);
+		failed += asks[i].error != NULL;
+	}
+	if (json)
+		print_json(asks, n, &sp, have_spool);
+	else
+		print_human(asks, n, &sp, have_spool);
+	finish_stdout();
+	if (n && failed == n) {
+		if (n == 1)
+			die(EX_UNAVAILABLE_, "%s: %s", asks[0].nc->name, bare_error(&asks[0]));
+		die(EX_UNAVAILABLE_, "no node answered (%zu nodes)", n);
+	}
+	for (size_t i = 0; i < n; i++) {
+		gpus_free(asks[i].g, asks[i].n);
+		free(asks[i].error);
+	}
+	free(asks);
+	if (have_spool)
+		spool_close(&sp);
+	config_free(&c);
+	return 0;
+}

@@ -1,0 +1,67 @@
+/*
+ * cardbaton-promote - move a queued job to the front, or set its
+ * priority.
+ *
+ * Design: tools never modify job records (LAYOUT.md §7); this one
+ * checks that the job is queued (or still waiting in new/ or
+ * incoming/ for the daemon) and drops a promote request into ctl/.
+ * The daemon applies it, now or when it next starts: without
+ * --priority the job gets one more than the highest priority of the
+ * other queued jobs at that moment.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common.h"
+
+static const char usage[] = "cardbaton-promote [--config PATH] [--priority N] JOB_ID";
+
+enum { OPT_PRIORITY = OPT_TOOL_FIRST };
+
+static const struct option longopts[] = {
+	COMMON_LONGOPTS,
+	{ "priority", required_argument, NULL, OPT_PRIORITY },
+	{ NULL, 0, NULL, 0 },
+};
+
+int main(int argc, char **argv)
+{
+	struct config c;
+	struct spool sp;
+	struct cb_err err = { 0 };
+	enum spool_dir d;
+	struct job j;
+	char *name;
+	long long id, prio = CTL_NO_ARG;
+	int ch, r;
+
+	prog_init(argc, argv);
+	while ((ch = tool_getopt(argc, argv, "", longopts, 0, usage)) != -1) {
+		switch (ch) {
+		case OPT_PRIORITY:
+			prio = flag_ll("--priority", optarg, PRIO_MIN, PRIO_MAX);
+			break;
+		default:
+			usage_error(usage, "unknown option");
+		}
+	}
+	if (argc - optind != 1)
+		usage_error(usage, argc == optind ? "no JOB_ID given" : "more than one JOB_ID");
+	id = arg_jobid(argv[optind]);
+	tool_config(&c);
+	if (!tool_spool(&c, &sp, 0))
+		die(EX_NOINPUT_, "no such job %lld", id);
+	if ((r = spool_find(&sp, id, &j, &d, &name, &err)) < 0)
+		die_err(&err);
+	if (r == 0)
+		die(EX_NOINPUT_, "no such job %lld", id);
+	if (j.state != JS_QUEUED)
+		die(EX_REFUSED, "job %lld is %s, not queued", id, job_state_name(j.state));
+	if (spool_ctl(&sp, id, CTL_PROMOTE, prio, &err) < 0)
+		die_err(&err);
+	job_free(&j);
+	free(name);
+	spool_close(&sp);
+	config_free(&c);
+	return 0;
+}

@@ -1,0 +1,552 @@
+/*
+ * cardbaton-status - the queue in dispatch order, then running, paused
+ * and (with --all) finished jobs; or the jobs named.
+ *
+ * Design: status is a reader of the spool as LAYOUT.md describes it,
+ * and works the same with or without the daemon.  One readdir per
+ * directory, one read per record shown:
+ *
+ *  1. list queued/ new/ incoming/ running/ paused/ done/ (names only);
+ *  2. group the names by job ID: where two records of one ID exist (a
+ *     crash between the two steps of spool_put, or a listing taken
+ *     while a job moved) both are read and the higher rev is kept; a
+ *     submission in new/ or incoming/ whose ID already has a record is
+ *     stale (incoming/) or will get a fresh ID (new/);
+ *  3. read what is shown; a record that vanished between the listing
+ *     and the read has moved, and is looked up again with spool_find;
+ *  4. sort: queued and not-yet-accepted jobs by priority then ID
+ *     (dispatch order, the order of names in queued/), then running
+ *     and pausing, paused, finished, each by ID.
+ *
+ * Submissions dropped into new/ under a foreign name have no ID until
+ * the daemon accepts them; they are not listed, and the human view
+ * ends with a line counting them.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common.h"
+
+static const char usage[] = "cardbaton-status [--config PATH] [--json] [--all] [JOB_ID...]";
+
+enum { OPT_JSON = OPT_TOOL_FIRST, OPT_ALL };
+
+static const struct option longopts[] = {
+	COMMON_LONGOPTS,
+	{ "json", no_argument, NULL, OPT_JSON },
+	{ "all", no_argument, NULL, OPT_ALL },
+	{ NULL, 0, NULL, 0 },
+};
+
+#define NCOL 9
+enum { C_ID, C_STATE, C_PRIO, C_NODE, C_GPUS, C_ATT, C_AGE, C_NAME, C_CMD };
+static const char *const header[NCOL] = {
+	"ID", "STATE", "PRIO", "NODE", "GPUS", "ATT", "AGE", "NAME", "COMMAND",
+};
+
+static int json_out, show_all;
+static long long now;
+static int exit_code;
+
+/* A name found in a spool directory. */
+struct ent {
+	long long id;
+	enum spool_dir dir;
+	char *name;
+	int dead;
+};
+
+/* A job ready to print, with its sort key. */
+struct row {
+	int section;            /* 0 queued, 1 running, 2 paused, 3 finished */
+	long long prio, id;
+	char *json;             /* --json: the element */
+	char *cell[NCOL];       /* otherwise: the columns */
+};
+
+static struct row *rows;
+static size_t nrows, caprows;
+
+static void *xrealloc(void *p, size_t n)
+{
+	if (!(p = realloc(p, n)))
+		die(EX_OSERR_, "%s", strerror(ENOMEM));
+	return p;
+}
+
+static char *xstr(char *s)
+{
+	if (!s)
+		die(EX_OSERR_, "%s", strerror(ENOMEM));
+	return s;
+}
+
+static int section_of(enum job_state s)
+{
+	switch (s) {
+	case JS_QUEUED:
+		return 0;
+	case JS_RUNNING:
+	case JS_PAUSING:
+		return 1;
+	case JS_PAUSED:
+		return 2;
+	default:
+		return 3;
+	}
+}
+
+static char *int_list(const int *v, size_t n)
+{
+	struct sbuf b = { 0 };
+
+	if (sbuf_add(&b, "", 0) < 0)
+		die(EX_OSERR_, "%s", strerror(ENOMEM));
+	for (size_t i = 0; i < n; i++)
+		if (sbuf_addf(&b, "%s%d", i ? "," : "", v[i]) < 0)
+			die(EX_OSERR_, "%s", strerror(ENOMEM));
+	return b.s;
+}
+
+/* When the age column counts from: entered the queue, started, paused,
+ * finished. */
+static long long age_since(const struct job *j)
+{
+	const struct attempt *a = job_last_attempt(j);
+	long long t = 0;
+
+	switch (j->state) {
+	case JS_QUEUED:
+		t = j->queued_at;
+		break;
+	case JS_RUNNING:
+	case JS_PAUSING:
+		t = a && a->started ? a->started : j->started;
+		break;
+	case JS_PAUSED:
+		t = a ? a->finished : 0;
+		break;
+	default:
+		t = j->finished;
+	}
+	return t ? t : j->submitted;
+}
+
+static void add_row(const struct job *j)
+{
+	struct row *r;
+
+	if (nrows == caprows)
+		rows = xrealloc(rows, (caprows = caprows ? caprows * 2 : 256) * sizeof *rows);
+	r = &rows[nrows++];
+	memset(r, 0, sizeof *r);
+	r->section = section_of(j->state);
+	r->prio = j->priority;
+	r->id = j->id;
+	if (json_out) {
+		cJSON *o = job_status_json(j);
+
+		if (!o || !(r->json = cJSON_PrintUnformatted(o)))
+			die(EX_OSERR_, "%s", strerror(ENOMEM));
+		cJSON_Delete(o);
+		return;
+	}
+
+	const struct attempt *a = job_last_attempt(j);
+	long long since = age_since(j);
+	size_t natt = 0;
+	char age[32];
+
+	for (size_t i = 0; i < j->natt; i++)
+		natt += j->att[i].state != AS_ABORTED;
+	r->cell[C_ID] = must_asprintf("%lld", j->id);
+	r->cell[C_STATE] = xstr(strdup(job_state_name(j->state)));
+	r->cell[C_PRIO] = must_asprintf("%lld", j->priority);
+	/* Node and cards as status --json reports them: the last attempt's
+	 * placement, else what the job pins. */
+	if (a && a->state != AS_ABORTED) {
+		r->cell[C_NODE] = xstr(printable(a->node ? a->node : "-"));
+		r->cell[C_GPUS] = a->ngpus ? int_list(a->gpus, a->ngpus) : xstr(strdup("none"));
+	} else {
+		long long need = jobdef_gpu_need(&j->def);
+
+		r->cell[C_NODE] = xstr(printable(j->def.node ? j->def.node : "-"));
+		if (j->def.ngpus)
+			r->cell[C_GPUS] = int_list(j->def.gpus, j->def.ngpus);
+		else
+			r->cell[C_GPUS] = need ? must_asprintf("any:%lld", need) : xstr(strdup("none"));
+	}
+	r->cell[C_ATT] = must_asprintf("%zu", natt);
+	if (since)
+		fmt_age(age, sizeof age, now - since);
+	else
+		snprintf(age, sizeof age, "-");
+	r->cell[C_AGE] = xstr(strdup(age));
+	r->cell[C_NAME] = xstr(printable(j->def.name ? j->def.name : "-"));
+	r->cell[C_CMD] = xstr(command_display(&j->def));
+}
+
+static int row_cmp(const void *pa, const void *pb)
+{
+	const struct row *a = pa, *b = pb;
+
+	if (a->section != b->section)
+		return a->section < b->section ? -1 : 1;
+	if (a->section == 0 && a->prio != b->prio)
+		return a->prio > b->prio ? -1 : 1;
+	return (a->id > b->id) - (a->id < b->id);
+}
+
+/* ---- reading the spool ---------------------------------------------------- */
+
+/* A submission not yet accepted, shown as a queued job (as spool_find
+ * shows it).  0, or -1 with errno (ENOENT: it was accepted meanwhile). */
+static int load_pending(struct spool *sp, enum spool_dir d, const char *name,
+			long long id, struct job *j)
+{
+	struct cb_err e = { 0 };
+	long long prio, seq;
+	struct stat st;
+	char *buf;
+	size_t len;
+
+	memset(j, 0, sizeof *j);
+	if (read_capped(sp->dir[d], name, JOBFILE_MAX, &buf, &len) < 0) {
+		if (errno == ENOENT)
+			return -1;
+		buf = NULL;     /* unreadable: the daemon will reject it */
+	}
+	if (fstatat(sp->dir[d], name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		j->submitted = j->queued_at =
+			(long long)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+	if (buf && jobdef_parse(buf, len, name, &j->def, &e) < 0)
+		memset(&j->def, 0, sizeof j->def);
+	cb_err_free(&e);
+	free(buf);
+	j->id = id;
+	j->state = JS_QUEUED;
+	j->priority = j->def.priority;
+	if (name_parse_queued(name, &prio, &seq) == 0)
+		j->priority = prio;
+	j->reason = xstr(strdup("waiting for the daemon to accept it"));
+	return 0;
+}
+
+static int shown(enum job_state s)
+{
+	return show_all || !job_state_final(s);
+}
+
+static void find_moved(struct spool *sp, long long id)
+{
+	struct cb_err err = { 0 };
+	enum spool_dir d;
+	struct job j;
+	char *name;
+	int r = spool_find(sp, id, &j, &d, &name, &err);
+
+	if (r < 0) {
+		warn_line("%s", err.msg ? err.msg : strerror(ENOMEM));
+		exit_code = err.ex ? err.ex : EX_OSERR_;
+		cb_err_free(&err);
+		return;
+	}
+	if (r == 1) {
+		if (shown(j.state))
+			add_row(&j);
+		job_free(&j);
+		free(name);
+	}
+}
+
+/* Read entry E: 1 loaded, 0 gone (it moved), -1 unreadable (warned). */
+static int load_ent(struct spool *sp, const struct ent *e, struct job *j)
+{
+	struct cb_err err = { 0 };
+
+	if (e->dir == SD_NEW || e->dir == SD_INCOMING) {
+		if (load_pending(sp, e->dir, e->name, e->id, j) == 0)
+			return 1;
+		return 0;
+	}
+	if (spool_load(sp, e->dir, e->name, j, &err) == 0)
+		return 1;
+	if (err.ex == EX_NOINPUT_) {
+		cb_err_free(&err);
+		return 0;
+	}
+	warn_line("%s", err.msg ? err.msg : strerror(ENOMEM));
+	if (!exit_code)
+		exit_code = err.ex ? err.ex : EX_OSERR_;
+	cb_err_free(&err);
+	return -1;
+}
+
+static struct ent *ents;
+static size_t nents, capents;
+static size_t foreign;
+
+static void add_ent(long long id, enum spool_dir d, const char *name)
+{
+	if (nents == capents)
+		ents = xrealloc(ents, (capents = capents ? capents * 2 : 256) * sizeof *ents);
+	ents[nents].id = id;
+	ents[nents].dir = d;
+	ents[nents].name = xstr(strdup(name));
+	ents[nents].dead = 0;
+	nents++;
+}
+
+static int is_record_dir(enum spool_dir d)
+{
+	return d == SD_QUEUED || d == SD_RUNNING || d == SD_PAUSED || d == SD_DONE;
+}
+
+static int ent_cmp(const void *pa, const void *pb)
+{
+	const struct ent *a = pa, *b = pb;
+
+	if (a->id != b->id)
+		return a->id < b->id ? -1 : 1;
+	return (a->dir > b->dir) - (a->dir < b->dir);
+}
+
+static void list_all(struct spool *sp)
+{
+	/* queued/ before running/: a job moving queued -> running between
+	 * the two listings is seen twice (and deduplicated) rather than
+	 * not at all. */
+	static const enum spool_dir dirs[] = {
+		SD_NEW, SD_INCOMING, SD_QUEUED, SD_RUNNING, SD_PAUSED, SD_DONE,
+	};
+
+	for (size_t k = 0; k < sizeof dirs / sizeof dirs[0]; k++) {
+		enum spool_dir d = dirs[k];
+		char **names;
+		size_t n;
+
+		if (spool_list(sp, d, &names, &n) < 0)
+			die_sys(EX_OSERR_, "%s/%s", sp->path, spool_dir_name[d]);
+		for (size_t i = 0; i < n; i++) {
+			long long id, prio;
+			int c;
+
+			switch (d) {
+			case SD_NEW:
+				c = name_classify_new(names[i], &prio, &id);
+				if (c == 0)
+					foreign++;
+				if (c == 1)
+					add_ent(id, d, names[i]);
+				break;
+			case SD_QUEUED:
+				if (name_parse_queued(names[i], &prio, &id) == 0)
+					add_ent(id, d, names[i]);
+				break;
+			default:
+				if (name_parse_plain(names[i], &id) == 0)
+					add_ent(id, d, names[i]);
+			}
+		}
+		spool_list_free(names, n);
+	}
+	if (nents)
+		qsort(ents, nents, sizeof *ents, ent_cmp);
+
+	for (size_t g = 0; g < nents; ) {
+		size_t end = g, nrec = 0, best = SIZE_MAX;
+		long long best_rev = -1;
+		struct job j;
+
+		while (end < nents && ents[end].id == ents[g].id)
+			end++;
+		for (size_t i = g; i < end; i++)
+			nrec += is_record_dir(ents[i].dir);
+		if (nrec == 0) {
+			/* Not accepted yet: incoming/ holds the ID; a file in
+			 * new/ with the same number gets another ID. */
+			size_t keep = end - 1;  /* incoming sorts after new */
+
+			for (size_t i = g; i < end; i++)
+				if (i != keep) {
+					ents[i].dead = 1;
+					foreign++;
+				}
+		} else {
+			for (size_t i = g; i < end; i++)
+				if (!is_record_dir(ents[i].dir)) {
+					ents[i].dead = 1;
+					if (ents[i].dir == SD_NEW)
+						foreign++;
+				}
+		}
+		if (nrec > 1) {
+			/* Two records: the higher rev is the job (LAYOUT.md §6). */
+			for (size_t i = g; i < end; i++) {
+				if (ents[i].dead)
+					continue;
+				if (load_ent(sp, &ents[i], &j) <= 0) {
+					ents[i].dead = 1;
+					continue;
+				}
+				if (j.rev > best_rev) {
+					best_rev = j.rev;
+					best = i;
+				}
+				job_free(&j);
+			}
+			for (size_t i = g; i < end; i++)
+				if (i != best)
+					ents[i].dead = 1;
+			if (best == SIZE_MAX)
+				find_moved(sp, ents[g].id);
+		}
+		g = end;
+	}
+
+	for (size_t i = 0; i < nents; i++) {
+		struct ent *e = &ents[i];
+		struct job j;
+		int r;
+
+		if (e->dead || (e->dir == SD_DONE && !show_all))
+			continue;
+		r = load_ent(sp, e, &j);
+		if (r == 0)
+			find_moved(sp, e->id);
+		if (r <= 0)
+			continue;
+		if (shown(j.state))
+			add_row(&j);
+		job_free(&j);
+	}
+	for (size_t i = 0; i < nents; i++)
+		free(ents[i].name);
+	free(ents);
+}
+
+/* The jobs named, in the order given; the IDs not found are returned
+ * as " 5 7" (malloc'd) or NULL. */
+static char *list_ids(struct spool *sp, int have_spool, char **ids, int n, size_t *nmissing)
+{
+	struct sbuf missing = { 0 };
+
+	*nmissing = 0;
+	for (int i = 0; i < n; i++) {
+		long long id = arg_jobid(ids[i]);
+		struct cb_err err = { 0 };
+		enum spool_dir d;
+		struct job j;
+		char *name = NULL;
+		int r = have_spool ? spool_find(sp, id, &j, &d, &name, &err) : 0;
+
+		if (r < 0)
+			die_err(&err);
+		if (r == 0) {
+			if (sbuf_addf(&missing, " %lld", id) < 0)
+				die(EX_OSERR_, "%s", strerror(ENOMEM));
+			(*nmissing)++;
+			continue;
+		}
+		add_row(&j);
+		job_free(&j);
+		free(name);
+	}
+	return missing.s;
+}
+
+static void print_json(void)
+{
+	fputs("{\"jobs\": [", stdout);
+	for (size_t i = 0; i < nrows; i++) {
+		printf("%s\n%s", i ? "," : "", rows[i].json);
+		free(rows[i].json);
+	}
+	fputs(nrows ? "\n]}\n" : "]}\n", stdout);
+}
+
+static void print_table(void)
+{
+	struct table t;
+	int named = 0;
+	size_t ncol = NCOL;
+
+	/* The NAME column only when some job shown has a name. */
+	for (size_t i = 0; i < nrows; i++)
+		named |= strcmp(rows[i].cell[C_NAME], "-") != 0;
+	if (!named)
+		ncol--;
+	/* ID, PRIO and ATT right-aligned. */
+	table_init(&t, ncol, 1u << C_ID | 1u << C_PRIO | 1u << C_ATT);
+	for (size_t i = 0; i <= nrows; i++) {
+		const char *cells[NCOL];
+		const char *const *src = i ? (const char *const *)rows[i - 1].cell : header;
+
+		for (size_t k = 0, m = 0; k < NCOL; k++)
+			if (named || k != C_NAME)
+				cells[m++] = src[k];
+		table_row(&t, cells);
+		if (i)
+			for (size_t k = 0; k < NCOL; k++)
+				free(rows[i - 1].cell[k]);
+	}
+	table_print(&t, stdout, term_width());
+	table_free(&t);
+}
+
+int main(int argc, char **argv)
+{
+	struct config c;
+	struct spool sp;
+	char *missing = NULL;
+	size_t nmissing = 0;
+	int ch, have_spool;
+
+	prog_init(argc, argv);
+	while ((ch = tool_getopt(argc, argv, "", longopts, 0, usage)) != -1) {
+		switch (ch) {
+		case OPT_JSON:
+			json_out = 1;
+			break;
+		case OPT_ALL:
+			show_all = 1;
+			break;
+		default:
+			usage_error(usage, "unknown option");
+		}
+	}
+	for (int i = optind; i < argc; i++)
+		(void)arg_jobid(argv[i]);       /* usage errors before any output */
+	tool_config(&c);
+	now = now_ms();
+	have_spool = tool_spool(&c, &sp, 0);
+	if (optind < argc)
+		missing = list_ids(&sp, have_spool, argv + optind, argc - optind, &nmissing);
+	else if (have_spool)
+		list_all(&sp);
+	if (optind == argc && nrows > 1)
+		qsort(rows, nrows, sizeof *rows, row_cmp);
+
+	if (json_out)
+		print_json();
+	else
+		print_table();
+	if (!json_out && foreign)
+		printf("%zu more submission%s in %s/new wait%s for the daemon to give %s a job ID\n",
+		       foreign, foreign == 1 ? "" : "s", sp.path, foreign == 1 ? "s" : "",
+		       foreign == 1 ? "it" : "them");
+	finish_stdout();
+	free(rows);
+	if (have_spool)
+		spool_close(&sp);
+	config_free(&c);
+	if (nmissing)
+		die(EX_NOINPUT_, "no such job%s%s", nmissing > 1 ? "s" : "", missing);
+	free(missing);
+	return exit_code;
+}

@@ -1,0 +1,411 @@
+/*
+ * cardbaton-submit - queue a job and print its ID.
+ *
+ * Design: the job is built the way the daemon will read it.  A --job
+ * file is parsed with the library's job-file parser; the flags make a
+ * second job_def that is merged over it; the result is checked, then
+ * written once more as the JSON the spool will hold and parsed back
+ * with the same parser the daemon uses on new/, so that a job this
+ * tool accepts is never rejected later.  The job file lands in new/
+ * under the queued/ name grammar (LAYOUT.md §4), so the ID printed is
+ * final whether or not the daemon is running.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common.h"
+
+static const char usage[] =
+	"cardbaton-submit [--config PATH] [--job FILE] [--node N] [--gpus 0,2] "
+	"[--gpu-count K] [--priority P] [--timeout SECS] [--cwd DIR] [--name NAME] "
+	"[--resume-command CMD] [--env K=V]... [-- CMD ARGS...]";
+
+enum {
+	OPT_JOB = OPT_TOOL_FIRST, OPT_NODE, OPT_GPUS, OPT_GPU_COUNT, OPT_PRIORITY,
+	OPT_TIMEOUT, OPT_CWD, OPT_NAME, OPT_RESUME, OPT_ENV,
+};
+
+static const struct option longopts[] = {
+	COMMON_LONGOPTS,
+	{ "job", required_argument, NULL, OPT_JOB },
+	{ "node", required_argument, NULL, OPT_NODE },
+	{ "gpus", required_argument, NULL, OPT_GPUS },
+	{ "gpu-count", required_argument, NULL, OPT_GPU_COUNT },
+	{ "priority", required_argument, NULL, OPT_PRIORITY },
+	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+	{ "cwd", required_argument, NULL, OPT_CWD },
+	{ "name", required_argument, NULL, OPT_NAME },
+	{ "resume-command", required_argument, NULL, OPT_RESUME },
+	{ "env", required_argument, NULL, OPT_ENV },
+	{ NULL, 0, NULL, 0 },
+};
+
+static void *xrealloc(void *p, size_t n)
+{
+	if (!(p = realloc(p, n)))
+		die(EX_OSERR_, "%s", strerror(ENOMEM));
+	return p;
+}
+
+static char *xstrdup(const char *s)
+{
+	char *d = strdup(s);
+
+	if (!d)
+		die(EX_OSERR_, "%s", strerror(ENOMEM));
+	return d;
+}
+
+/* "0,2" -> distinct indices, or exit 64 naming --gpus. */
+static void parse_gpus(const char *val, struct job_def *f)
+{
+	const char *p = val;
+
+	free(f->gpus);
+	f->gpus = NULL;
+	f->ngpus = 0;
+	for (;;) {
+		size_t n = strcspn(p, ",");
+		char *item = strndup(p, n);
+		long long v;
+
+		if (!item)
+			die(EX_OSERR_, "%s", strerror(ENOMEM));
+		if (parse_ll(item, 0, GPU_INDEX_MAX, &v) < 0)
+			die(EX_USAGE_, "--gpus: '%s' is not a list of GPU indices (0 to %d, "
+			    "separated by commas)", val, GPU_INDEX_MAX);
+		free(item);
+		for (size_t i = 0; i < f->ngpus; i++)
+			if (f->gpus[i] == (int)v)
+				die(EX_USAGE_, "--gpus: index %lld is given twice", v);
+		f->gpus = xrealloc(f->gpus, (f->ngpus + 1) * sizeof *f->gpus);
+		f->gpus[f->ngpus++] = (int)v;
+		if (!p[n])
+			break;
+		p += n + 1;
+	}
+}
+
+/* A text flag that must not be empty nor hold control characters
+ * (what the job-file parser would refuse when the daemon reads it). */
+static char *text_flag(const char *flag, const char *val, int allow_control)
+{
+	if (!*val)
+		die(EX_USAGE_, "%s: must not be empty", flag);
+	if (!allow_control) {
+		char *p = printable(val);
+
+		if (!p)
+			die(EX_OSERR_, "%s", strerror(ENOMEM));
+		if (strcmp(p, val))
+			die(EX_USAGE_, "%s: must not contain control characters", flag);
+		free(p);
+	}
+	return xstrdup(val);
+}
+
+static int env_name_ok(const char *s, size_t n)
+{
+	if (!n || (*s >= '0' && *s <= '9'))
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!(s[i] == '_' || (s[i] >= 'a' && s[i] <= 'z') ||
+		      (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9')))
+			return 0;
+	return 1;
+}
+
+static size_t env_name_len(const char *kv)
+{
+	return strcspn(kv, "=");
+}
+
+static int env_same(const char *a, const char *b)
+{
+	size_t n = env_name_len(a);
+
+	return n == env_name_len(b) && !strncmp(a, b, n);
+}
+
+/*
+ * --env adds to (or replaces single variables of) the job file's env
+ * rather than replacing all of it: the flags' list becomes the file's
+ * entries not named by a flag, then the flags' entries (the last of
+ * several with one name wins).
+ */
+static void env_combine(const struct job_def *file, struct job_def *flags)
+{
+	char **v = NULL;
+	size_t n = 0;
+
+	for (size_t i = 0; i < file->nenv; i++) {
+		int over = 0;
+
+		for (size_t k = 0; k < flags->nenv; k++)
+			over |= env_same(file->env[i], flags->env[k]);
+		if (!over) {
+			v = xrealloc(v, (n + 1) * sizeof *v);
+			v[n++] = xstrdup(file->env[i]);
+		}
+	}
+	for (size_t k = 0; k < flags->nenv; k++) {
+		int later = 0;
+
+		for (size_t m = k + 1; m < flags->nenv; m++)
+			later |= env_same(flags->env[k], flags->env[m]);
+		if (later) {
+			free(flags->env[k]);
+			continue;
+		}
+		v = xrealloc(v, (n + 1) * sizeof *v);
+		v[n++] = flags->env[k];
+	}
+	free(flags->env);
+	flags->env = v;
+	flags->nenv = n;
+}
+
+/*
+ * Read the job file: "-" is standard input.  User files are opened the
+ * ordinary way (symbolic links and pipes are fine here; the no-follow
+ * rule is for files inside the spool), capped at JOBFILE_MAX like
+ * anything the daemon accepts.
+ */
+static char *read_job_file(const char *path, size_t *lenp)
+{
+	int fd = strcmp(path, "-") ? open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY) : 0;
+	struct sbuf b = { 0 };
+	struct stat st;
+	char buf[65536];
+
+	if (fd < 0)
+		die_sys(EX_NOINPUT_, "%s", path);
+	if (fstat(fd, &st) < 0)
+		die_sys(EX_NOINPUT_, "%s", path);
+	if (S_ISDIR(st.st_mode))
+		die(EX_NOINPUT_, "%s: is a directory", path);
+	if (sbuf_add(&b, "", 0) < 0)
+		die(EX_OSERR_, "%s", strerror(ENOMEM));
+	for (;;) {
+		ssize_t r = read(fd, buf, sizeof buf);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			die_sys(EX_NOINPUT_, "%s", path);
+		if (r == 0)
+			break;
+		if (b.len + (size_t)r > JOBFILE_MAX)
+			die(EX_DATAERR_, "%s: larger than %u bytes", path, JOBFILE_MAX);
+		if (sbuf_add(&b, buf, (size_t)r) < 0)
+			die(EX_OSERR_, "%s", strerror(ENOMEM));
+	}
+	if (fd != 0)
+		close(fd);
+	*lenp = b.len;
+	return b.s;
+}
+
+static int listed(const int *v, size_t n, int x)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i] == x)
+			return 1;
+	return 0;
+}
+
+/* Can node NC ever run JD (its `gpus:` list allows the pinned indices
+ * or enough cards)?  NULL, or the reason why not (static text). */
+static const char *node_fits(const struct node_conf *nc, const struct job_def *jd)
+{
+	if (!nc->has_gpus)
+		return NULL;
+	if (jd->set & JF_GPUS) {
+		for (size_t i = 0; i < jd->ngpus; i++)
+			if (!listed(nc->gpus, nc->ngpus, jd->gpus[i]))
+				return "pinned GPUs are not in its gpus: list";
+		return NULL;
+	}
+	if (jobdef_gpu_need(jd) > (long long)nc->ngpus)
+		return "fewer eligible GPUs than the job asks for";
+	return NULL;
+}
+
+static void check_placement(const struct config *c, const struct job_def *jd)
+{
+	const char *cfg = c->path ? c->path : "the default config";
+
+	if (jd->node) {
+		const struct node_conf *nc = config_node(c, jd->node);
+		const char *why;
+		char *p;
+
+		if (!nc) {
+			if (!(p = printable(jd->node)))
+				die(EX_OSERR_, "%s", strerror(ENOMEM));
+			die(EX_DATAERR_, "unknown node '%s' (not in %s)", p, cfg);
+		}
+		if ((why = node_fits(nc, jd)))
+			die(EX_DATAERR_, "node '%s': %s", nc->name, why);
+		return;
+	}
+	for (size_t i = 0; i < c->nnodes; i++)
+		if (!node_fits(&c->nodes[i], jd))
+			return;
+	if (jd->set & JF_GPUS)
+		die(EX_DATAERR_, "no node in %s may use the pinned GPUs", cfg);
+	die(EX_DATAERR_, "no node in %s has %lld eligible GPUs", cfg, jobdef_gpu_need(jd));
+}
+
+/* Parse the job as the daemon will (LAYOUT.md §5 step 4). */
+static void check_roundtrip(const struct job_def *jd, const char *fname)
+{
+	struct cb_err err = { 0 };
+	struct job_def back;
+	cJSON *o = jobdef_to_json(jd);
+	char *text = o ? cJSON_PrintUnformatted(o) : NULL;
+
+	if (!text)
+		die(EX_OSERR_, "%s", strerror(ENOMEM));
+	if (jobdef_parse(text, strlen(text), fname, &back, &err) < 0)
+		die_err(&err);
+	jobdef_free(&back);
+	cJSON_free(text);
+	cJSON_Delete(o);
+}
+
+int main(int argc, char **argv)
+{
+	struct job_def flags, jd;
+	struct config c;
+	struct spool sp;
+	struct cb_err err = { 0 };
+	const char *job_path = NULL, *fname;
+	long long id;
+	int ch;
+
+	prog_init(argc, argv);
+	memset(&flags, 0, sizeof flags);
+	while ((ch = tool_getopt(argc, argv, "", longopts, 1, usage)) != -1) {
+		switch (ch) {
+		case OPT_JOB:
+			if (!*optarg)
+				die(EX_USAGE_, "--job: empty path");
+			job_path = optarg;
+			break;
+		case OPT_NODE:
+			free(flags.node);
+			flags.node = text_flag("--node", optarg, 0);
+			flags.set |= JF_NODE;
+			break;
+		case OPT_GPUS:
+			parse_gpus(optarg, &flags);
+			flags.set |= JF_GPUS;
+			break;
+		case OPT_GPU_COUNT:
+			flags.gpu_count = flag_ll("--gpu-count", optarg, 0, GPU_COUNT_MAX);
+			flags.set |= JF_GPU_COUNT;
+			break;
+		case OPT_PRIORITY:
+			flags.priority = flag_ll("--priority", optarg, PRIO_MIN, PRIO_MAX);
+			flags.set |= JF_PRIORITY;
+			break;
+		case OPT_TIMEOUT:
+			flags.timeout_seconds = flag_ll("--timeout", optarg, 0, TIMEOUT_MAX);
+			flags.set |= JF_TIMEOUT;
+			break;
+		case OPT_CWD:
+			free(flags.cwd);
+			flags.cwd = text_flag("--cwd", optarg, 1);
+			flags.set |= JF_CWD;
+			break;
+		case OPT_NAME:
+			free(flags.name);
+			flags.name = text_flag("--name", optarg, 0);
+			flags.set |= JF_NAME;
+			break;
+		case OPT_RESUME:
+			free(flags.resume_command);
+			flags.resume_command = text_flag("--resume-command", optarg, 1);
+			flags.set |= JF_RESUME;
+			break;
+		case OPT_ENV: {
+			size_t n = env_name_len(optarg);
+
+			if (!optarg[n] || !env_name_ok(optarg, n))
+				die(EX_USAGE_, "--env: '%s' is not NAME=VALUE with NAME a "
+				    "variable name", optarg);
+			flags.env = xrealloc(flags.env, (flags.nenv + 1) * sizeof *flags.env);
+			flags.env[flags.nenv++] = xstrdup(optarg);
+			flags.set |= JF_ENV;
+			break;
+		}
+		default:
+			usage_error(usage, "unknown option");
+		}
+	}
+	if (optind < argc) {
+		flags.argc = (size_t)(argc - optind);
+		flags.argv = xrealloc(NULL, flags.argc * sizeof *flags.argv);
+		for (size_t i = 0; i < flags.argc; i++)
+			flags.argv[i] = xstrdup(argv[optind + (int)i]);
+		if (!*flags.argv[0])
+			die(EX_USAGE_, "the command's first word is empty");
+		flags.set |= JF_COMMAND;
+	}
+	if (!job_path && !(flags.set & JF_COMMAND))
+		usage_error(usage, "no command (give -- CMD ARGS... or --job FILE)");
+
+	tool_config(&c);
+
+	/* The job file, or the defaults jobdef_parse would give. */
+	fname = job_path ? job_path : "command line";
+	if (job_path) {
+		size_t len;
+		char *buf = read_job_file(job_path, &len);
+
+		if (jobdef_parse(buf, len, job_path, &jd, &err) < 0)
+			die_err(&err);
+		free(buf);
+	} else {
+		memset(&jd, 0, sizeof jd);
+		jd.gpu_count = 1;
+		jd.checkpoint_grace_seconds = DEFAULT_GRACE;
+	}
+	/* Placement flags replace the file's placement as a whole:
+	 * --gpus pins exactly those cards, --gpu-count asks for any K. */
+	if ((flags.set & JF_GPUS) && !(flags.set & JF_GPU_COUNT)) {
+		jd.set &= ~(unsigned)JF_GPU_COUNT;
+		jd.gpu_count = 1;
+	}
+	if ((flags.set & JF_GPU_COUNT) && !(flags.set & JF_GPUS)) {
+		free(jd.gpus);
+		jd.gpus = NULL;
+		jd.ngpus = 0;
+		jd.set &= ~(unsigned)JF_GPUS;
+	}
+	if (flags.set & JF_ENV)
+		env_combine(&jd, &flags);
+	if (jobdef_merge(&jd, &flags) < 0)
+		die(EX_OSERR_, "%s", strerror(ENOMEM));
+	jobdef_free(&flags);
+	if (jobdef_check(&jd, fname, &err) < 0)
+		die_err(&err);
+	check_roundtrip(&jd, fname);
+	check_placement(&c, &jd);
+
+	tool_spool(&c, &sp, 1);
+	if (spool_submit(&sp, &jd, &id, &err) < 0)
+		die_err(&err);
+	printf("%lld\n", id);
+	finish_stdout();
+	spool_close(&sp);
+	jobdef_free(&jd);
+	config_free(&c);
+	return 0;
+}

@@ -1,0 +1,485 @@
+/*
+ * config.c - config.yaml (SPEC §3): where it is found, what it may say.
+ *
+ * The same strict YAML subset as job files (yamlx.c).  Booleans are
+ * true/false only (also True/TRUE/False/FALSE, the YAML 1.2 core
+ * schema): YAML 1.1's yes/no/on/off are refused, so that a node called
+ * "no" or a value "on" can never mean something unexpected.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "spool.h"
+#include "yamlx.h"
+
+#define CONFIG_MAX (1u << 20)
+#define MAX_NODES 4096
+#define MAX_SSH_ARGS 256
+#define IDLE_MIB_MAX 1048576
+
+static int oom(struct cb_err *err, const char *fname)
+{
+	return cb_err_set(err, EX_OSERR_, "%s: %s", fname ? fname : "config", strerror(ENOMEM));
+}
+
+/* ---- paths ---------------------------------------------------------------- */
+
+/*
+ * BASE (absolute, or NULL) joined with P, made absolute against the
+ * current directory when still relative, with "//", "/./" and a
+ * trailing "/" taken out.  ".." is kept: taking it out by text would
+ * be wrong across a symbolic link.  malloc'd, or NULL with errno.
+ */
+static char *path_abs(const char *base, const char *p)
+{
+	struct sbuf b = { 0 };
+	char *cwd = NULL, *out = NULL;
+	const char *s;
+
+	if (p[0] != '/') {
+		if (!base || base[0] != '/') {
+			if (!(cwd = getcwd(NULL, 0)))
+				return NULL;
+			if (sbuf_addf(&b, "%s/", cwd))
+				goto out;
+		}
+		if (base && sbuf_addf(&b, "%s/", base))
+			goto out;
+	}
+	if (sbuf_addf(&b, "%s", p))
+		goto out;
+	/* Normalise in place: the result is never longer. */
+	{
+		char *r = b.s, *w = b.s;
+
+		for (s = r; *s; ) {
+			if (*s == '/') {
+				while (*s == '/')
+					s++;
+				if (s[0] == '.' && (s[1] == '/' || s[1] == '\0')) {
+					s++;
+					continue;       /* "/." component */
+				}
+				*w++ = '/';
+				continue;
+			}
+			*w++ = *s++;
+		}
+		while (w > b.s + 1 && w[-1] == '/')
+			w--;
+		if (w == b.s)
+			*w++ = '/';
+		*w = '\0';
+	}
+	out = b.s;
+	b.s = NULL;
+out:
+	free(cwd);
+	sbuf_free(&b);
+	return out;
+}
+
+/* The directory part of the absolute path P (malloc'd). */
+static char *dir_of(const char *p)
+{
+	const char *sl = strrchr(p, '/');
+
+	if (!sl || sl == p)
+		return strdup("/");
+	return strndup(p, (size_t)(sl - p));
+}
+
+/* $HOME, or the password file's home; NULL when neither is usable. */
+static const char *home_dir(void)
+{
+	const char *h = getenv("HOME");
+	struct passwd *pw;
+
+	if (h && h[0] == '/')
+		return h;
+	if ((pw = getpwuid(getuid())) && pw->pw_dir && pw->pw_dir[0] == '/')
+		return pw->pw_dir;
+	return NULL;
+}
+
+/* $VAR when it is an absolute path (the XDG rule: relative values are
+ * ignored), else HOME/FALLBACK.  malloc'd, NULL (errno ENOENT when
+ * there is no home, ENOMEM). */
+static char *xdg_dir(const char *var, const char *fallback)
+{
+	const char *v = getenv(var), *h;
+	char *p, *r;
+
+	if (v && v[0] == '/')
+		return path_abs(NULL, v);
+	if (!(h = home_dir())) {
+		errno = ENOENT;
+		return NULL;
+	}
+	if (!(p = xasprintf("%s/%s", h, fallback)))
+		return NULL;
+	r = path_abs(NULL, p);
+	free(p);
+	return r;
+}
+
+/* ---- parsing -------------------------------------------------------------- */
+
+static int set_str(const struct yx_ctx *c, const struct yx_node *v,
+		   const struct yx_path *p, char **out)
+{
+	const char *s;
+
+	if (yx_str(c, v, p, &s))
+		return -1;
+	if (!*s)
+		return yx_fail(c, v, p, "must not be empty");
+	free(*out);
+	if (!(*out = strdup(s)))
+		return oom(c->err, c->fname);
+	return 0;
+}
+
+static int parse_node(const struct yx_ctx *c, const struct yx_node *k,
+		      const struct yx_node *v, const struct yx_path *np,
+		      struct node_conf *nc)
+{
+	const char *bad;
+
+	if ((bad = yx_node_name_problem(k->s)))
+		return yx_fail(c, k, np, "%s", bad);
+	if (!(nc->name = strdup(k->s)))
+		return oom(c->err, c->fname);
+	nc->idle_mib = DEFAULT_IDLE_MIB;
+	if (yx_map(c, v, np))
+		return -1;
+	for (size_t i = 0; i < v->n; i += 2) {
+		const struct yx_node *kk = &v->kids[i], *vv = &v->kids[i + 1];
+		struct yx_path p = { np, kk->s, -1 };
+		const char *key = kk->s;
+		int r;
+
+		if (!strcmp(key, "ssh")) {
+			if ((r = set_str(c, vv, &p, &nc->ssh)) == 0 && nc->ssh[0] == '-')
+				r = yx_fail(c, vv, &p, "must not begin with '-'");
+		} else if (!strcmp(key, "local")) {
+			r = yx_bool(c, vv, &p, &nc->local);
+		} else if (!strcmp(key, "gpus")) {
+			r = yx_int_set(c, vv, &p, 0, GPU_INDEX_MAX, 0, &nc->gpus, &nc->ngpus);
+			nc->has_gpus = r == 0;
+		} else if (!strcmp(key, "idle_mib")) {
+			r = yx_int(c, vv, &p, 0, IDLE_MIB_MAX, &nc->idle_mib);
+		} else if (!strcmp(key, "public_key")) {
+			r = set_str(c, vv, &p, &nc->public_key);
+		} else {
+			r = yx_fail(c, kk, &p, "unknown key");
+		}
+		if (r)
+			return -1;
+	}
+	if (nc->ssh && nc->local)
+		return yx_fail(c, k, np, "ssh and local: true are exclusive");
+	if (!nc->ssh && !nc->local)
+		return yx_fail(c, k, np, "needs ssh or local: true");
+	return 0;
+}
+
+static int parse_nodes(const struct yx_ctx *c, const struct yx_node *v,
+		       const struct yx_path *p, struct config *cf)
+{
+	size_t n;
+
+	if (yx_map(c, v, p))
+		return -1;
+	if ((n = v->n / 2) == 0)
+		return yx_fail(c, v, p, "must name at least one node");
+	if (n > MAX_NODES)
+		return yx_fail(c, v, p, "more than %d nodes", MAX_NODES);
+	if (!(cf->nodes = calloc(n, sizeof *cf->nodes)))
+		return oom(c->err, c->fname);
+	for (size_t i = 0; i < n; i++) {
+		const struct yx_node *k = &v->kids[2 * i];
+		struct yx_path np = { p, k->s, -1 };
+
+		cf->nnodes = i + 1;
+		if (parse_node(c, k, &v->kids[2 * i + 1], &np, &cf->nodes[i]))
+			return -1;
+	}
+	return 0;
+}
+
+static int set_defaults(struct config *c)
+{
+	memset(c, 0, sizeof *c);
+	c->reserve_after_seconds = DEFAULT_RESERVE_AFTER;
+	if (!(c->remote_state_dir = strdup(DEFAULT_REMOTE_STATE_DIR)) ||
+	    !(c->ssh_command = calloc(1, sizeof *c->ssh_command)) ||
+	    !(c->ssh_command[0] = strdup("ssh")))
+		return -1;
+	c->nssh_command = 1;
+	return 0;
+}
+
+int config_parse(const char *buf, size_t len, const char *fname,
+		 const char *dir, struct config *cf, struct cb_err *err)
+{
+	struct yx_ctx c = { fname, EX_CONFIG_, err };
+	struct yx_node *root = NULL;
+	const char *s = "./spool";
+	char *home = NULL;
+	int have_nodes = 0;
+
+	if (set_defaults(cf)) {
+		oom(err, fname);
+		goto bad;
+	}
+	if (yx_load(&c, buf, len, &root))
+		goto bad;
+	if (!root) {
+		cb_err_set(err, EX_CONFIG_, "%s: empty config file", fname);
+		goto bad;
+	}
+	if (root->type != YX_MAP) {
+		yx_fail(&c, root, NULL, "top level must be a mapping");
+		goto bad;
+	}
+	if (yx_map(&c, root, NULL))
+		goto bad;
+	for (size_t i = 0; i < root->n; i += 2) {
+		const struct yx_node *k = &root->kids[i], *v = &root->kids[i + 1];
+		struct yx_path p = { NULL, k->s, -1 };
+		int r;
+
+		if (!strcmp(k->s, "spool")) {
+			r = yx_str(&c, v, &p, &s);
+			if (!r && !*s)
+				r = yx_fail(&c, v, &p, "must not be empty");
+		} else if (!strcmp(k->s, "remote_state_dir")) {
+			r = set_str(&c, v, &p, &cf->remote_state_dir);
+		} else if (!strcmp(k->s, "ssh_command")) {
+			char **argv;
+			size_t n;
+
+			if (!(r = yx_str_list(&c, v, &p, MAX_SSH_ARGS, &argv, &n))) {
+				yx_strv_free(cf->ssh_command, cf->nssh_command);
+				cf->ssh_command = argv;
+				cf->nssh_command = n;
+				if (!argv[0][0]) {
+					struct yx_path ip = { &p, NULL, 0 };
+
+					r = yx_fail(&c, &v->kids[0], &ip, "must not be empty");
+				}
+			}
+		} else if (!strcmp(k->s, "reserve_after_seconds")) {
+			r = yx_int(&c, v, &p, 0, TIMEOUT_MAX, &cf->reserve_after_seconds);
+		} else if (!strcmp(k->s, "nodes")) {
+			r = parse_nodes(&c, v, &p, cf);
+			have_nodes = 1;
+		} else {
+			r = yx_fail(&c, k, &p, "unknown key");
+		}
+		if (r)
+			goto bad;
+	}
+	if (!have_nodes) {
+		cb_err_set(err, EX_CONFIG_, "%s: nodes: missing", fname);
+		goto bad;
+	}
+	/* "~" and "~/x" are the operator's home; anything else relative is
+	 * relative to the config file's directory. */
+	if (!(home = expand_home(s)) || !(cf->spool = path_abs(dir, home))) {
+		if (errno == ENOMEM)
+			oom(err, fname);
+		else    /* getcwd failed: the current directory is gone */
+			cb_err_sys(err, EX_CONFIG_, "%s: spool: cannot make %s absolute", fname, s);
+		goto bad;
+	}
+	free(home);
+	yx_free(root);
+	return 0;
+bad:
+	free(home);
+	yx_free(root);
+	config_free(cf);
+	return -1;
+}
+
+/* ---- finding and reading -------------------------------------------------- */
+
+/* Read PATH whole (regular file, at most CONFIG_MAX bytes).  0, 1 when
+ * it does not exist and MISSING_OK, -1 with ERR set. */
+static int read_config(const char *path, int missing_ok, char **buf, size_t *len,
+		       struct cb_err *err)
+{
+	struct sbuf b = { 0 };
+	struct stat st;
+	int fd;
+
+	/* O_NONBLOCK: a FIFO put where the config should be must not hang
+	 * us; it is refused below as not a regular file. */
+	if ((fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)) < 0) {
+		if (errno == ENOENT && missing_ok)
+			return 1;
+		return cb_err_sys(err, EX_CONFIG_, "%s", path);
+	}
+	if (fstat(fd, &st) < 0) {
+		cb_err_sys(err, EX_CONFIG_, "%s", path);
+		goto bad;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+		if (errno == EISDIR)
+			cb_err_sys(err, EX_CONFIG_, "%s", path);
+		else
+			cb_err_set(err, EX_CONFIG_, "%s: not a regular file", path);
+		goto bad;
+	}
+	if (sbuf_add(&b, "", 0)) {
+		oom(err, path);
+		goto bad;
+	}
+	for (;;) {
+		char chunk[8192];
+		ssize_t n = read(fd, chunk, sizeof chunk);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			cb_err_sys(err, EX_CONFIG_, "%s", path);
+			goto bad;
+		}
+		if (n == 0)
+			break;
+		if (b.len + (size_t)n > CONFIG_MAX) {
+			cb_err_set(err, EX_CONFIG_, "%s: larger than %u bytes", path, CONFIG_MAX);
+			goto bad;
+		}
+		if (sbuf_add(&b, chunk, (size_t)n)) {
+			oom(err, path);
+			goto bad;
+		}
+	}
+	close(fd);
+	*buf = b.s;
+	*len = b.len;
+	return 0;
+bad:
+	close(fd);
+	sbuf_free(&b);
+	return -1;
+}
+
+/* Load the file PATH (as the user named it, for messages). */
+static int load_file(const char *path, int missing_ok, struct config *c, struct cb_err *err)
+{
+	char *buf = NULL, *abs = NULL, *dir = NULL;
+	size_t len = 0;
+	int r;
+
+	memset(c, 0, sizeof *c);
+	if ((r = read_config(path, missing_ok, &buf, &len, err)) != 0)
+		return r;
+	if (!(abs = path_abs(NULL, path)) || !(dir = dir_of(abs))) {
+		r = errno == ENOMEM ? oom(err, path) : cb_err_sys(err, EX_CONFIG_, "%s", path);
+		goto out;
+	}
+	if ((r = config_parse(buf, len, path, dir, c, err)) == 0) {
+		c->path = abs;
+		abs = NULL;
+	}
+out:
+	free(buf);
+	free(abs);
+	free(dir);
+	return r;
+}
+
+/* The embedded default: one local node, the spool under XDG_STATE_HOME. */
+static int config_default(struct config *c, struct cb_err *err)
+{
+	char *state;
+
+	if (set_defaults(c))
+		goto nomem;
+	if (!(state = xdg_dir("XDG_STATE_HOME", ".local/state"))) {
+		if (errno == ENOMEM)
+			goto nomem;
+		config_free(c);
+		return cb_err_set(err, EX_CONFIG_,
+				  "no config file, and no home directory for the default spool");
+	}
+	c->spool = xasprintf("%s/cardbaton/spool", state);
+	free(state);
+	if (!c->spool || !(c->nodes = calloc(1, sizeof *c->nodes)))
+		goto nomem;
+	c->nnodes = 1;
+	if (!(c->nodes[0].name = strdup("local")))
+		goto nomem;
+	c->nodes[0].local = 1;
+	c->nodes[0].idle_mib = DEFAULT_IDLE_MIB;
+	return 0;
+nomem:
+	config_free(c);
+	return oom(err, NULL);
+}
+
+int config_load(const char *path, struct config *c, struct cb_err *err)
+{
+	char *xdg, *p;
+	int r;
+
+	memset(c, 0, sizeof *c);
+	if (path)
+		return load_file(path, 0, c, err);
+	if ((r = load_file("config.yaml", 1, c, err)) <= 0)
+		return r;
+	if ((xdg = xdg_dir("XDG_CONFIG_HOME", ".config"))) {
+		p = xasprintf("%s/cardbaton/config.yaml", xdg);
+		free(xdg);
+		if (!p)
+			return oom(err, NULL);
+		r = load_file(p, 1, c, err);
+		free(p);
+		if (r <= 0)
+			return r;
+	} else if (errno == ENOMEM) {
+		return oom(err, NULL);
+	}
+	return config_default(c, err);
+}
+
+const struct node_conf *config_node(const struct config *c, const char *name)
+{
+	if (!c || !name)
+		return NULL;
+	for (size_t i = 0; i < c->nnodes; i++)
+		if (c->nodes[i].name && strcmp(c->nodes[i].name, name) == 0)
+			return &c->nodes[i];
+	return NULL;
+}
+
+void config_free(struct config *c)
+{
+	if (!c)
+		return;
+	free(c->path);
+	free(c->spool);
+	free(c->remote_state_dir);
+	yx_strv_free(c->ssh_command, c->nssh_command);
+	for (size_t i = 0; i < c->nnodes; i++) {
+		struct node_conf *n = &c->nodes[i];
+
+		free(n->name);
+		free(n->ssh);
+		free(n->gpus);
+		free(n->public_key);
+	}
+	free(c->nodes);
+	memset(c, 0, sizeof *c);
+}

@@ -1,0 +1,465 @@
+/*
+ * node.c - running cardbaton-worker on a node, with a deadline.
+ *
+ * A node is reached by an argv: the local worker binary itself for a
+ * `local: true` node, or ssh_command + our options + the host + one
+ * remote command line for an SSH node.  Everything else (launch,
+ * status, watch, cancel, logs, gpus) is the worker protocol of
+ * LAYOUT.md §10 spoken over the child's standard streams, so local and
+ * remote nodes share every line of code above this file.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "spool.h"
+
+#define REPLY_MAX (16u << 20)
+
+char *worker_path(void)
+{
+	const char *env = getenv("CARDBATON_WORKER");
+	char self[PATH_MAX + 1];
+	ssize_t n;
+
+	if (env && *env)
+		return strdup(env);
+	n = readlink("/proc/self/exe", self, PATH_MAX);
+	if (n > 0) {
+		char *slash, *p;
+
+		self[n] = '\0';
+		if ((slash = strrchr(self, '/'))) {
+			*slash = '\0';
+			if (!(p = xasprintf("%s/cardbaton-worker", self)))
+				return NULL;
+			if (access(p, X_OK) == 0)
+				return p;
+			free(p);
+		}
+	}
+	return strdup("cardbaton-worker");
+}
+
+void argv_free(char **v)
+{
+	if (!v)
+		return;
+	for (char **p = v; *p; p++)
+		free(*p);
+	free(v);
+}
+
+/* 'x' quoting for a POSIX shell on the node. */
+static int sh_quote(struct sbuf *b, const char *s)
+{
+	if (sbuf_add(b, "'", 1) < 0)
+		return -1;
+	for (; *s; s++) {
+		if (*s == '\'' ? sbuf_add(b, "'\\''", 4) < 0 : sbuf_add(b, s, 1) < 0)
+			return -1;
+	}
+	return sbuf_add(b, "'", 1);
+}
+
+char **node_argv(const struct config *c, const struct node_conf *nc,
+		 const char *const *args)
+{
+	size_t nargs = 0, n = 0, cap;
+	char **v;
+
+	while (args[nargs])
+		nargs++;
+	cap = c->nssh_command + nargs + 16;
+	if (!(v = calloc(cap, sizeof *v)))
+		return NULL;
+	if (nc->local) {
+		if (!(v[n++] = worker_path()) || !(v[n++] = strdup("-d")) ||
+		    !(v[n++] = strdup(c->remote_state_dir)))
+			goto fail;
+		for (size_t i = 0; i < nargs; i++)
+			if (!(v[n++] = strdup(args[i])))
+				goto fail;
+	} else {
+		struct sbuf cmd = { 0 };
+		static const char *const opts[] = { "-o", "BatchMode=yes", "-T" };
+
+		for (size_t i = 0; i < c->nssh_command; i++)
+			if (!(v[n++] = strdup(c->ssh_command[i])))
+				goto fail;
+		for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+			if (!(v[n++] = strdup(opts[i])))
+				goto fail;
+		if (!(v[n++] = strdup(nc->ssh)) || !(v[n++] = strdup("--")))
+			goto fail;
+		if (sh_quote(&cmd, "cardbaton-worker") < 0 || sbuf_add(&cmd, " -d ", 4) < 0 ||
+		    sh_quote(&cmd, c->remote_state_dir) < 0) {
+			sbuf_free(&cmd);
+			goto fail;
+		}
+		for (size_t i = 0; i < nargs; i++)
+			if (sbuf_add(&cmd, " ", 1) < 0 || sh_quote(&cmd, args[i]) < 0) {
+				sbuf_free(&cmd);
+				goto fail;
+			}
+		v[n++] = cmd.s;
+	}
+	return v;
+fail:
+	argv_free(v);
+	return NULL;
+}
+
+static int cloexec_pipe(int p[2])
+{
+	return pipe2(p, O_CLOEXEC);
+}
+
+/* fork + exec ARGV with the given pipe ends as its standard streams
+ * (-1: /dev/null).  The child gets its own process group so that a
+ * deadline can kill all of it. */
+static pid_t spawn(char **argv, int in, int out, int errfd)
+{
+	pid_t pid = fork();
+
+	if (pid != 0)
+		return pid;
+	int null = open("/dev/null", O_RDWR);
+	sigset_t none;
+
+	/* The daemon blocks signals for its signalfd: nothing of that
+	 * may reach the worker, the job or ssh. */
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	setpgid(0, 0);
+	signal(SIGPIPE, SIG_DFL);
+	if (null < 0 || dup2(in >= 0 ? in : null, 0) < 0 || dup2(out >= 0 ? out : null, 1) < 0 ||
+	    dup2(errfd >= 0 ? errfd : null, 2) < 0)
+		_exit(127);
+	execvp(argv[0], argv);
+	dprintf(2, "%s: %s\n", argv[0], strerror(errno));
+	_exit(127);
+}
+
+pid_t node_spawn(const struct config *c, const struct node_conf *nc,
+		 const char *const *args, int *in, int *out)
+{
+	char **argv = node_argv(c, nc, args);
+	int pi[2] = { -1, -1 }, po[2] = { -1, -1 }, saved;
+	pid_t pid = -1;
+
+	if (!argv)
+		return -1;
+	if ((in && cloexec_pipe(pi) < 0) || cloexec_pipe(po) < 0)
+		goto out;
+	pid = spawn(argv, pi[0], po[1], 2);
+out:
+	saved = errno;
+	argv_free(argv);
+	if (pi[0] >= 0)
+		close(pi[0]);
+	if (po[1] >= 0)
+		close(po[1]);
+	if (pid < 0) {
+		if (pi[1] >= 0)
+			close(pi[1]);
+		if (po[0] >= 0)
+			close(po[0]);
+		errno = saved;
+		return -1;
+	}
+	if (in)
+		*in = pi[1];
+	*out = po[0];
+	return pid;
+}
+
+static long long mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Read what is available on FD into B (up to REPLY_MAX); 0 at EOF. */
+static int drain(int fd, struct sbuf *b)
+{
+	char buf[65536];
+	ssize_t r = read(fd, buf, sizeof buf);
+
+	if (r < 0)
+		return errno == EINTR || errno == EAGAIN ? 1 : -1;
+	if (r == 0)
+		return 0;
+	if (b->len + (size_t)r <= REPLY_MAX && sbuf_add(b, buf, (size_t)r) < 0)
+		return -1;
+	return 1;
+}
+
+int node_run(const struct config *c, const struct node_conf *nc,
+	     const char *const *args, const char *input, size_t inlen,
+	     int timeout_ms, struct node_reply *r)
+{
+	char **argv = node_argv(c, nc, args);
+	int pi[2] = { -1, -1 }, po[2] = { -1, -1 }, pe[2] = { -1, -1 };
+	struct sbuf out = { 0 }, err = { 0 };
+	long long deadline = mono_ms() + timeout_ms;
+	size_t written = 0;
+	int status, timed_out = 0;
+	pid_t pid;
+
+	memset(r, 0, sizeof *r);
+	r->status = -1;
+	if (!argv)
+		return -1;
+	if (cloexec_pipe(pi) < 0 || cloexec_pipe(po) < 0 || cloexec_pipe(pe) < 0 ||
+	    (pid = spawn(argv, pi[0], po[1], pe[1])) < 0) {
+		int saved = errno;
+
+		for (int i = 0; i < 2; i++) {
+			if (pi[i] >= 0)
+				close(pi[i]);
+			if (po[i] >= 0)
+				close(po[i]);
+			if (pe[i] >= 0)
+				close(pe[i]);
+		}
+		argv_free(argv);
+		errno = saved;
+		return -1;
+	}
+	argv_free(argv);
+	close(pi[0]);
+	close(po[1]);
+	close(pe[1]);
+	fcntl(pi[1], F_SETFL, O_NONBLOCK);
+	if (!input || !inlen) {
+		close(pi[1]);
+		pi[1] = -1;
+	}
+	while (po[0] >= 0 || pe[0] >= 0) {
+		struct pollfd p[3] = {
+			{ .fd = po[0], .events = POLLIN },
+			{ .fd = pe[0], .events = POLLIN },
+			{ .fd = pi[1], .events = POLLOUT },
+		};
+		long long left = deadline - mono_ms();
+		int n;
+
+		if (left <= 0) {
+			timed_out = 1;
+			break;
+		}
+		n = poll(p, 3, (int)(left > INT_MAX ? INT_MAX : left));
+		if (n < 0 && errno != EINTR)
+			break;
+		if (n <= 0)
+			continue;
+		for (int i = 0; i < 2; i++) {
+			int *fd = i ? &pe[0] : &po[0];
+
+			if (*fd >= 0 && (p[i].revents & (POLLIN | POLLHUP | POLLERR)) &&
+			    drain(*fd, i ? &err : &out) <= 0) {
+				close(*fd);
+				*fd = -1;
+			}
+		}
+		if (pi[1] >= 0 && (p[2].revents & (POLLOUT | POLLERR | POLLHUP))) {
+			ssize_t w = write(pi[1], input + written, inlen - written);
+
+			if (w > 0)
+				written += (size_t)w;
+			if ((w < 0 && errno != EAGAIN && errno != EINTR) || written == inlen) {
+				close(pi[1]);
+				pi[1] = -1;
+			}
+		}
+	}
+	if (pi[1] >= 0)
+		close(pi[1]);
+	if (po[0] >= 0)
+		close(po[0]);
+	if (pe[0] >= 0)
+		close(pe[0]);
+	if (timed_out)
+		kill(-pid, SIGKILL);
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR) {
+			status = -1;
+			break;
+		}
+	if (timed_out) {
+		sbuf_free(&err);
+		sbuf_addf(&err, "no answer within %d s", timeout_ms / 1000);
+	} else if (status != -1 && WIFEXITED(status)) {
+		r->status = WEXITSTATUS(status);
+	} else if (status != -1 && WIFSIGNALED(status)) {
+		sbuf_addf(&err, "%skilled by signal %d", err.len ? "; " : "", WTERMSIG(status));
+	}
+	if ((!out.s && sbuf_add(&out, "", 0) < 0) || (!err.s && sbuf_add(&err, "", 0) < 0)) {
+		sbuf_free(&out);
+		sbuf_free(&err);
+		return -1;
+	}
+	r->out = out.s;
+	r->outlen = out.len;
+	r->err = err.s;
+	return 0;
+}
+
+void node_reply_free(struct node_reply *r)
+{
+	free(r->out);
+	free(r->err);
+	memset(r, 0, sizeof *r);
+}
+
+void gpus_free(struct gpu_info *g, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(g[i].uuid);
+		free(g[i].name);
+		free(g[i].lease);
+	}
+	free(g);
+}
+
+static int gpu_from_rec(const struct wire_rec *w, struct gpu_info *g)
+{
+	const char *uuid = wire_get(w, "uuid"), *name = wire_get(w, "name");
+	const char *lease = wire_get(w, "lease");
+	long long idx;
+
+	memset(g, 0, sizeof *g);
+	if (wire_get_ll(w, "index", &idx) < 0 || idx < 0 || idx > GPU_INDEX_MAX || !uuid ||
+	    wire_get_ll(w, "memory_used_mib", &g->mem_used) < 0 ||
+	    wire_get_ll(w, "memory_total_mib", &g->mem_total) < 0 ||
+	    wire_get_ll(w, "utilization", &g->util) < 0 ||
+	    wire_get_ll(w, "processes", &g->procs) < 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	g->index = (int)idx;
+	if (!(g->uuid = strdup(uuid)) || !(g->name = strdup(name ? name : "")) ||
+	    (lease && *lease && !(g->lease = strdup(lease))))
+		return -1;
+	return 0;
+}
+
+int gpus_parse(const char *out, size_t len, struct gpu_info **gp, size_t *np)
+{
+	struct gpu_info *g = NULL;
+	size_t n = 0, off = 0;
+
+	*gp = NULL;
+	*np = 0;
+	while (off < len) {
+		struct wire_rec w = { 0 };
+		const char *why;
+		long used = wire_parse(out + off, len - off, &w, &why);
+		struct gpu_info *ng;
+
+		if (used <= 0 || wire_get(&w, "error") || !(ng = realloc(g, (n + 1) * sizeof *g))) {
+			wire_free(&w);
+			gpus_free(g, n);
+			errno = used < 0 && errno == ENOMEM ? ENOMEM : EINVAL;
+			return -1;
+		}
+		g = ng;
+		if (gpu_from_rec(&w, &g[n]) < 0) {
+			int saved = errno;
+
+			wire_free(&w);
+			gpus_free(g, n + 1);
+			errno = saved;
+			return -1;
+		}
+		n++;
+		off += (size_t)used;
+		wire_free(&w);
+	}
+	*gp = g;
+	*np = n;
+	return 0;
+}
+
+int gpu_idle(const struct gpu_info *g, long long idle_mib)
+{
+	return g->mem_used <= idle_mib && g->procs == 0 && !g->lease;
+}
+
+int gpu_eligible(const struct node_conf *nc, int index)
+{
+	if (!nc->has_gpus)
+		return 1;
+	for (size_t i = 0; i < nc->ngpus; i++)
+		if (nc->gpus[i] == index)
+			return 1;
+	return 0;
+}
+
+/* First line of TEXT, trimmed, as a malloc'd string. */
+static char *first_line(const char *text)
+{
+	size_t n = strcspn(text, "\n");
+
+	while (n && (text[n - 1] == '\r' || text[n - 1] == ' '))
+		n--;
+	return strndup(text, n);
+}
+
+int node_gpus(const struct config *c, const struct node_conf *nc,
+	      struct gpu_info **g, size_t *n, struct cb_err *err)
+{
+	static const char *const args[] = { "gpus", NULL };
+	struct node_reply r;
+	int ret = -1;
+
+	if (node_run(c, nc, args, NULL, 0, NODE_QUERY_MS, &r) < 0)
+		return cb_err_sys(err, EX_UNAVAILABLE_, "%s", nc->name);
+	if (r.status == 0 && gpus_parse(r.out, r.outlen, g, n) == 0) {
+		ret = 0;
+	} else {
+		/* The worker's own words when it has any: an `error` record,
+		 * else its stderr, else the exit status. */
+		struct wire_rec w = { 0 };
+		const char *why, *e = NULL;
+		char *line = NULL;
+
+		if (wire_parse(r.out, r.outlen, &w, &why) > 0)
+			e = wire_get(&w, "error");
+		if (!e && *r.err)
+			e = line = first_line(r.err);
+		if (e && *e)
+			cb_err_set(err, EX_UNAVAILABLE_, "%s: %s", nc->name, e);
+		else if (r.status == 0)
+			cb_err_set(err, EX_UNAVAILABLE_, "%s: malformed reply from cardbaton-worker gpus", nc->name);
+		else
+			cb_err_set(err, EX_UNAVAILABLE_, "%s: cardbaton-worker gpus exited %d", nc->name, r.status);
+		free(line);
+		wire_free(&w);
+	}
+	node_reply_free(&r);
+	return ret;
+}
+
+long long attempt_job(const char *spool_id, const char *aid)
+{
+	char sid[9];
+	long long job;
+	int n;
+
+	if (!aid || attempt_id_parse(aid, sid, &job, &n) < 0 || strcmp(sid, spool_id))
+		return 0;
+	return job;
+}

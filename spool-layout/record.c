@@ -1,0 +1,438 @@
+/*
+ * record.c - job records: the JSON files in queued/ running/ paused/
+ * done/ (LAYOUT.md §6), and the `status --json` view of a job.
+ *
+ * Times are kept in memory as epoch milliseconds and written as RFC
+ * 3339 text with a parallel "_ms" field, so that `cat` reads well and
+ * nothing is lost on the way back.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spool.h"
+
+static const char *const js_names[JS_N] = {
+	"queued", "running", "pausing", "paused",
+	"succeeded", "failed", "cancelled", "lost",
+};
+
+static const char *const as_names[AS_N] = {
+	"launching", "running", "pausing", "paused",
+	"succeeded", "failed", "cancelled", "lost", "aborted",
+};
+
+const char *job_state_name(enum job_state s)
+{
+	return (unsigned)s < JS_N ? js_names[s] : "?";
+}
+
+int job_state_parse(const char *s, enum job_state *out)
+{
+	for (int i = 0; i < JS_N; i++)
+		if (!strcmp(s, js_names[i])) {
+			*out = (enum job_state)i;
+			return 0;
+		}
+	return -1;
+}
+
+int job_state_final(enum job_state s)
+{
+	return s == JS_SUCCEEDED || s == JS_FAILED || s == JS_CANCELLED || s == JS_LOST;
+}
+
+const char *att_state_name(enum att_state s)
+{
+	return (unsigned)s < AS_N ? as_names[s] : "?";
+}
+
+int att_state_parse(const char *s, enum att_state *out)
+{
+	for (int i = 0; i < AS_N; i++)
+		if (!strcmp(s, as_names[i])) {
+			*out = (enum att_state)i;
+			return 0;
+		}
+	return -1;
+}
+
+/* ---- building JSON ---------------------------------------------------- */
+
+/* Add KEY: string or null.  0 or -1. */
+static int add_str(cJSON *o, const char *key, const char *s)
+{
+	return (s ? cJSON_AddStringToObject(o, key, s) : cJSON_AddNullToObject(o, key)) ? 0 : -1;
+}
+
+static int add_num(cJSON *o, const char *key, long long v)
+{
+	return cJSON_AddNumberToObject(o, key, (double)v) ? 0 : -1;
+}
+
+static int add_time(cJSON *o, const char *key, long long ms, int with_ms)
+{
+	char *t = NULL;
+	int r;
+
+	if (ms && !(t = rfc3339(ms)))
+		return -1;
+	r = add_str(o, key, t);
+	free(t);
+	if (r == 0 && with_ms) {
+		char *k = xasprintf("%s_ms", key);
+
+		if (!k)
+			return -1;
+		r = ms ? add_num(o, k, ms) : (cJSON_AddNullToObject(o, k) ? 0 : -1);
+		free(k);
+	}
+	return r;
+}
+
+static int add_ints(cJSON *o, const char *key, const int *v, size_t n)
+{
+	cJSON *a = cJSON_AddArrayToObject(o, key);
+
+	if (!a)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		cJSON *x = cJSON_CreateNumber(v[i]);
+
+		if (!x || !cJSON_AddItemToArray(a, x))
+			return -1;
+	}
+	return 0;
+}
+
+static int add_strs(cJSON *o, const char *key, char *const *v, size_t n)
+{
+	cJSON *a = cJSON_AddArrayToObject(o, key);
+
+	if (!a)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		cJSON *x = cJSON_CreateString(v[i]);
+
+		if (!x || !cJSON_AddItemToArray(a, x))
+			return -1;
+	}
+	return 0;
+}
+
+static int add_exit(cJSON *o, int has, long long code)
+{
+	return has ? add_num(o, "exit_code", code) : (cJSON_AddNullToObject(o, "exit_code") ? 0 : -1);
+}
+
+static cJSON *attempt_json(const struct attempt *a)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (!o || add_num(o, "n", a->n) || add_str(o, "id", a->id) ||
+	    add_str(o, "node", a->node) || add_ints(o, "gpus", a->gpus, a->ngpus) ||
+	    add_strs(o, "gpu_uuids", a->uuids, a->nuuids) ||
+	    add_str(o, "state", att_state_name(a->state)) ||
+	    add_exit(o, a->has_exit, a->exit_code) || add_str(o, "reason", a->reason) ||
+	    add_time(o, "started", a->started, 1) || add_time(o, "finished", a->finished, 1) ||
+	    add_str(o, "log", a->log) || add_str(o, "checkpoint", a->checkpoint)) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* The command as an array: argv, or the string command as one element
+ * after "sh", "-c" so that status always has an argv to show. */
+static int add_command(cJSON *o, const struct job_def *d)
+{
+	if (d->argv)
+		return add_strs(o, "command", d->argv, d->argc);
+	if (d->shell) {
+		char *v[3] = { "sh", "-c", d->shell };
+
+		return add_strs(o, "command", v, 3);
+	}
+	return add_strs(o, "command", NULL, 0);
+}
+
+/* Fields shared by the record and the status view. */
+static int add_common(cJSON *o, const struct job *j)
+{
+	const struct attempt *a = job_last_attempt(j);
+	char *id = xasprintf("%lld", j->id);
+	int r;
+
+	if (!id)
+		return -1;
+	r = add_str(o, "id", id);
+	free(id);
+	if (r || add_str(o, "name", j->def.name) || add_str(o, "state", job_state_name(j->state)) ||
+	    add_num(o, "priority", j->priority))
+		return -1;
+	if (a && a->state != AS_ABORTED) {
+		if (add_str(o, "node", a->node) || add_ints(o, "gpus", a->gpus, a->ngpus) ||
+		    add_strs(o, "gpu_uuids", a->uuids, a->nuuids))
+			return -1;
+	} else if (add_str(o, "node", j->def.node) ||
+		   add_ints(o, "gpus", j->def.gpus, j->def.ngpus) ||
+		   add_strs(o, "gpu_uuids", NULL, 0)) {
+		return -1;
+	}
+	return 0;
+}
+
+static int add_tail(cJSON *o, const struct job *j, int with_ms)
+{
+	const struct attempt *a = job_last_attempt(j);
+
+	if (add_exit(o, a && a->has_exit, a ? a->exit_code : 0) ||
+	    add_str(o, "reason", j->reason) || add_command(o, &j->def) ||
+	    add_time(o, "submitted", j->submitted, with_ms) ||
+	    add_time(o, "started", j->started, with_ms) ||
+	    add_time(o, "finished", j->finished, with_ms))
+		return -1;
+	return 0;
+}
+
+cJSON *job_status_json(const struct job *j)
+{
+	cJSON *o = cJSON_CreateObject();
+	size_t n = 0;
+
+	for (size_t i = 0; i < j->natt; i++)
+		if (j->att[i].state != AS_ABORTED)
+			n++;
+	if (!o || add_common(o, j) || add_num(o, "attempts", (long long)n) || add_tail(o, j, 0)) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+char *job_to_json(const struct job *j)
+{
+	cJSON *o = cJSON_CreateObject(), *atts, *def;
+	char *text = NULL, *out;
+
+	if (!o)
+		return NULL;
+	if (add_common(o, j) || add_num(o, "rev", j->rev) || add_tail(o, j, 1) ||
+	    add_time(o, "queued_at", j->queued_at, 1) ||
+	    add_str(o, "checkpoint", j->checkpoint) ||
+	    add_str(o, "checkpoint_node", j->checkpoint_node))
+		goto out;
+	if (!(def = jobdef_to_json(&j->def)) || !cJSON_AddItemToObject(o, "job", def)) {
+		cJSON_Delete(def);
+		goto out;
+	}
+	if (!(atts = cJSON_AddArrayToObject(o, "attempts")))
+		goto out;
+	for (size_t i = 0; i < j->natt; i++) {
+		cJSON *a = attempt_json(&j->att[i]);
+
+		if (!a || !cJSON_AddItemToArray(atts, a)) {
+			cJSON_Delete(a);
+			goto out;
+		}
+	}
+	text = cJSON_Print(o);
+out:
+	cJSON_Delete(o);
+	if (!text) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	out = xasprintf("%s\n", text);
+	cJSON_free(text);
+	return out;
+}
+
+/* ---- reading JSON ----------------------------------------------------- */
+
+/* Strict getters: -1 when present with the wrong type. */
+static int get_str(const cJSON *o, const char *key, char **out)
+{
+	const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	*out = NULL;
+	if (!x || cJSON_IsNull(x))
+		return 0;
+	if (!cJSON_IsString(x))
+		return -1;
+	return (*out = strdup(x->valuestring)) ? 0 : -1;
+}
+
+static int get_ll(const cJSON *o, const char *key, long long *out, int required)
+{
+	const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	*out = 0;
+	if (!x || cJSON_IsNull(x))
+		return required ? -1 : 0;
+	if (!cJSON_IsNumber(x) || x->valuedouble != (double)(long long)x->valuedouble)
+		return -1;
+	*out = (long long)x->valuedouble;
+	return 0;
+}
+
+static int get_ints(const cJSON *o, const char *key, int **v, size_t *n)
+{
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, key), *x;
+	size_t i = 0;
+
+	*v = NULL;
+	*n = 0;
+	if (!a || cJSON_IsNull(a))
+		return 0;
+	if (!cJSON_IsArray(a))
+		return -1;
+	if (!(*v = calloc((size_t)cJSON_GetArraySize(a) + 1, sizeof **v)))
+		return -1;
+	cJSON_ArrayForEach(x, a) {
+		if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble > GPU_INDEX_MAX)
+			return -1;
+		(*v)[i++] = x->valueint;
+		*n = i;
+	}
+	return 0;
+}
+
+static int get_strs(const cJSON *o, const char *key, char ***v, size_t *n)
+{
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, key), *x;
+	size_t i = 0;
+
+	*v = NULL;
+	*n = 0;
+	if (!a || cJSON_IsNull(a))
+		return 0;
+	if (!cJSON_IsArray(a))
+		return -1;
+	if (!(*v = calloc((size_t)cJSON_GetArraySize(a) + 1, sizeof **v)))
+		return -1;
+	cJSON_ArrayForEach(x, a) {
+		if (!cJSON_IsString(x) || !((*v)[i] = strdup(x->valuestring)))
+			return -1;
+		*n = ++i;
+	}
+	return 0;
+}
+
+static int attempt_from_json(const cJSON *o, struct attempt *a)
+{
+	const cJSON *ec = cJSON_GetObjectItemCaseSensitive(o, "exit_code");
+	long long n;
+	char *st = NULL;
+	int r;
+
+	if (!cJSON_IsObject(o) || get_ll(o, "n", &n, 1) || n < 0 || n > 1000000000)
+		return -1;
+	a->n = (int)n;
+	if (get_str(o, "id", &a->id) || !a->id || get_str(o, "node", &a->node) ||
+	    get_ints(o, "gpus", &a->gpus, &a->ngpus) ||
+	    get_strs(o, "gpu_uuids", &a->uuids, &a->nuuids) ||
+	    get_str(o, "reason", &a->reason) || get_ll(o, "started_ms", &a->started, 0) ||
+	    get_ll(o, "finished_ms", &a->finished, 0) || get_str(o, "log", &a->log) ||
+	    get_str(o, "checkpoint", &a->checkpoint) || get_str(o, "state", &st) || !st)
+		return -1;
+	r = att_state_parse(st, &a->state);
+	free(st);
+	if (r < 0)
+		return -1;
+	if (ec && !cJSON_IsNull(ec)) {
+		if (get_ll(o, "exit_code", &a->exit_code, 1))
+			return -1;
+		a->has_exit = 1;
+	}
+	return 0;
+}
+
+int job_from_json(const char *buf, size_t len, struct job *j, struct cb_err *err)
+{
+	cJSON *o = cJSON_ParseWithLength(buf, len);
+	const cJSON *atts, *x;
+	char *id = NULL, *st = NULL;
+	int ok = 0;
+
+	memset(j, 0, sizeof *j);
+	if (!o || !cJSON_IsObject(o))
+		goto out;
+	if (get_str(o, "id", &id) || !id || jobid_parse(id, &j->id) ||
+	    get_ll(o, "rev", &j->rev, 1) || get_str(o, "state", &st) || !st ||
+	    job_state_parse(st, &j->state) || get_str(o, "reason", &j->reason) ||
+	    get_ll(o, "priority", &j->priority, 1) || j->priority < PRIO_MIN || j->priority > PRIO_MAX ||
+	    get_ll(o, "submitted_ms", &j->submitted, 0) ||
+	    get_ll(o, "queued_at_ms", &j->queued_at, 0) ||
+	    get_ll(o, "started_ms", &j->started, 0) || get_ll(o, "finished_ms", &j->finished, 0) ||
+	    get_str(o, "checkpoint", &j->checkpoint) ||
+	    get_str(o, "checkpoint_node", &j->checkpoint_node))
+		goto out;
+	if (jobdef_from_json(cJSON_GetObjectItemCaseSensitive(o, "job"), &j->def) < 0)
+		goto out;
+	atts = cJSON_GetObjectItemCaseSensitive(o, "attempts");
+	if (!cJSON_IsArray(atts))
+		goto out;
+	cJSON_ArrayForEach(x, atts) {
+		struct attempt *a = job_new_attempt(j);
+
+		if (!a || attempt_from_json(x, a) < 0)
+			goto out;
+	}
+	ok = 1;
+out:
+	free(id);
+	free(st);
+	cJSON_Delete(o);
+	if (!ok) {
+		job_free(j);
+		return cb_err_set(err, EX_DATAERR_, "not a valid job record");
+	}
+	return 0;
+}
+
+struct attempt *job_last_attempt(const struct job *j)
+{
+	return j->natt ? &j->att[j->natt - 1] : NULL;
+}
+
+struct attempt *job_new_attempt(struct job *j)
+{
+	struct attempt *a = realloc(j->att, (j->natt + 1) * sizeof *a);
+
+	if (!a)
+		return NULL;
+	j->att = a;
+	a = &j->att[j->natt];
+	memset(a, 0, sizeof *a);
+	a->n = (int)j->natt++;
+	return a;
+}
+
+static void strv_free(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+void job_free(struct job *j)
+{
+	for (size_t i = 0; i < j->natt; i++) {
+		struct attempt *a = &j->att[i];
+
+		free(a->id);
+		free(a->node);
+		free(a->gpus);
+		strv_free(a->uuids, a->nuuids);
+		free(a->reason);
+		free(a->log);
+		free(a->checkpoint);
+	}
+	free(j->att);
+	free(j->reason);
+	free(j->checkpoint);
+	free(j->checkpoint_node);
+	jobdef_free(&j->def);
+	memset(j, 0, sizeof *j);
+}

@@ -1,0 +1,492 @@
+/*
+ * spool.h - libcardbaton-spool: the one library that owns the disk.
+ *
+ * Everything that reads or writes the spool, job files, job records or
+ * config.yaml goes through here; LAYOUT.md (beside this file) is the
+ * specification this code implements.  Conventions (skalibs, style(9)):
+ *
+ *  - functions return 0 (or a count / 1 for "found") on success and -1
+ *    on failure; they never print and never exit;
+ *  - a failing function that takes a `struct cb_err *` fills it with a
+ *    sysexits(3) code and one line of text (no program name, no
+ *    newline) that main() prints as "tool: text";
+ *  - every path is built with xasprintf (no fixed-size buffers);
+ *  - every spool file is opened with O_NOFOLLOW and relative to an open
+ *    directory fd.
+ *
+ * The header is divided by source file.
+ */
+#ifndef CARDBATON_SPOOL_H
+#define CARDBATON_SPOOL_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include <cJSON.h>
+
+#include "wire.h"
+
+#define CARDBATON_VERSION "0.1.0"
+
+/* sysexits(3), spelt out so that no tool depends on <sysexits.h>. */
+enum {
+	EX_OK_ = 0,
+	EX_REFUSED = 1,         /* request refused in the job's current state */
+	EX_USAGE_ = 64,
+	EX_DATAERR_ = 65,       /* bad job or config data */
+	EX_NOINPUT_ = 66,       /* no such job */
+	EX_UNAVAILABLE_ = 69,   /* node unavailable */
+	EX_SOFTWARE_ = 70,      /* internal error */
+	EX_OSERR_ = 71,         /* system error */
+	EX_IOERR_ = 74,
+	EX_TEMPFAIL_ = 75,      /* temporary failure, worth retrying */
+	EX_CONFIG_ = 78,        /* configuration error */
+};
+
+/* ---- util.c ---------------------------------------------------------- */
+
+struct cb_err {
+	int ex;                 /* sysexits code for main() */
+	char *msg;              /* malloc'd; NULL when no error was recorded */
+};
+
+/* Record an error (replacing any earlier one).  Always returns -1 so
+ * that callers can write `return cb_err_set(err, ...)`. */
+int cb_err_set(struct cb_err *err, int ex, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Same, with ": strerror(errno)" appended (errno read at entry). */
+int cb_err_sys(struct cb_err *err, int ex, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void cb_err_free(struct cb_err *err);
+
+/* malloc'd formatted string, or NULL with errno = ENOMEM. */
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* A growing byte buffer, always NUL-terminated when s != NULL. */
+struct sbuf {
+	char *s;
+	size_t len, cap;
+};
+int sbuf_add(struct sbuf *b, const void *p, size_t n);
+int sbuf_addf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sbuf_free(struct sbuf *b);
+
+/* Wall clock in milliseconds since the epoch; RFC 3339 UTC text of it
+ * ("2026-11-29T08:13:54Z", or with ".123" when ms != 0 is not wanted:
+ * always second precision), malloc'd. */
+long long now_ms(void);
+char *rfc3339(long long ms);
+
+/* Parse a decimal long long in [lo, hi]; the whole string must be
+ * digits with an optional leading '-'.  0 or -1. */
+int parse_ll(const char *s, long long lo, long long hi, long long *out);
+
+/* "~" or "~/x" against $HOME; other paths copied.  malloc'd or NULL. */
+char *expand_home(const char *path);
+
+/* ---- atomic.c: the only way spool files are written ------------------ */
+
+/*
+ * Write BUF[0..LEN) as DSTFD/NAME atomically: create a unique file in
+ * TMPFD with O_EXCL|O_NOFOLLOW, write it completely, fsync, close
+ * (checked), rename into DSTFD/NAME (replacing it), fsync DSTFD.
+ * TMPFD and DSTFD must be on one file system; they may be the same
+ * directory.  On failure the temporary file is removed.  0 or -1/errno.
+ */
+int atomic_write(int tmpfd, int dstfd, const char *name,
+		 const void *buf, size_t len, mode_t mode);
+
+/* rename that never replaces (renameat2 RENAME_NOREPLACE, falling
+ * back to link+unlink).  0 or -1/errno (EEXIST when the target is
+ * there). */
+int move_noreplace(int fromfd, const char *from, int tofd, const char *to);
+
+int fsync_dir(int dirfd);
+
+/*
+ * Read DIRFD/NAME whole, refusing what a spool reader must never
+ * follow or swallow: -1 with errno ELOOP (a symbolic link), EISDIR (a
+ * directory), EINVAL (a FIFO, socket or device), EFBIG (larger than
+ * CAP bytes), or the open/read error.  The buffer is malloc'd and
+ * NUL-terminated (*len excludes the NUL).  Never blocks on a FIFO.
+ */
+int read_capped(int dirfd, const char *name, size_t cap, char **buf, size_t *len);
+
+/* Try a non-blocking exclusive flock: 1 taken, 0 held by another
+ * open file description, -1 error. */
+int lock_try(int fd);
+
+/* Job files dropped into new/ larger than this are rejected. */
+#define JOBFILE_MAX (1u << 20)
+
+/* ---- names.c: the file-name grammar (LAYOUT.md "Names") ------------- */
+
+#define PRIO_MIN (-99999999LL)
+#define PRIO_MAX 99999999LL
+#define SEQ_MAX 9999999999LL    /* job IDs are 1..SEQ_MAX */
+
+/*
+ * queued/ and the names `cardbaton submit` writes into new/:
+ *     KKKKKKKKK-SSSSSSSSSS.job
+ * K = 100000000 - priority (9 digits), S = sequence = job ID (10
+ * digits).  Plain `ls` (C locale) is dispatch order: higher priority
+ * first, then FIFO.  running/ paused/ done/ incoming/: SSSSSSSSSS.job.
+ * All malloc'd; NULL on ENOMEM or out-of-range input (errno ERANGE).
+ */
+char *name_queued(long long prio, long long seq);
+char *name_plain(long long seq);
+
+/* 0 and outputs set when NAME is exactly of that grammar, else -1. */
+int name_parse_queued(const char *name, long long *prio, long long *seq);
+int name_parse_plain(const char *name, long long *seq);
+
+/* For a directory entry of new/: -1 ignore it (begins with '.', or
+ * does not end in ".job"); 1 it is of the queued grammar (prio and seq
+ * set); 0 any other accepted name (gets the next sequence number). */
+int name_classify_new(const char *name, long long *prio, long long *seq);
+
+/* A job ID as a user types it: decimal, leading zeros allowed, in
+ * 1..SEQ_MAX.  0 or -1. */
+int jobid_parse(const char *s, long long *id);
+
+/* Attempt IDs: "<spool id>-<job id>-<attempt number>", e.g.
+ * "3fa9c2d1-42-0".  Only [0-9a-f-], so they can never escape a
+ * directory.  attempt_id_parse: 0 and job/n set, or -1. */
+char *attempt_id(const char *spool_id, long long job, int n);
+int attempt_id_parse(const char *aid, char spool_id[9], long long *job, int *n);
+
+/* ---- jobfile.c: job.yaml / JSON job files (libyaml) ----------------- */
+
+/* Which fields of a job_def were given. */
+enum {
+	JF_COMMAND = 1 << 0,
+	JF_CWD = 1 << 1,
+	JF_NODE = 1 << 2,
+	JF_GPUS = 1 << 3,
+	JF_GPU_COUNT = 1 << 4,
+	JF_PRIORITY = 1 << 5,
+	JF_TIMEOUT = 1 << 6,
+	JF_RESUME = 1 << 7,
+	JF_GRACE = 1 << 8,
+	JF_ENV = 1 << 9,
+	JF_NAME = 1 << 10,
+};
+
+#define GPU_INDEX_MAX 1023
+#define GPU_COUNT_MAX 1024
+#define TIMEOUT_MAX 315360000LL         /* ten years, in seconds */
+#define DEFAULT_GRACE 60
+
+struct job_def {
+	unsigned set;           /* JF_* bits of the fields present */
+	char **argv;            /* list command (argc >= 1), or NULL */
+	size_t argc;
+	char *shell;            /* string command for sh -c, or NULL */
+	char *cwd, *node, *name, *resume_command;
+	int *gpus;              /* pinned physical indices, distinct */
+	size_t ngpus;
+	long long gpu_count;    /* 0 = CPU job; default 1 (see jobdef_gpu_need) */
+	long long priority;     /* PRIO_MIN..PRIO_MAX, default 0 */
+	long long timeout_seconds;              /* 0 = no limit */
+	long long checkpoint_grace_seconds;     /* default DEFAULT_GRACE */
+	char **env;             /* "NAME=value", NAME a shell identifier */
+	size_t nenv;
+};
+
+/*
+ * Parse a job file (YAML, or JSON, which is read as YAML) into JD.
+ * FNAME is used in messages only.  Errors: EX_DATAERR_ with
+ * "FNAME:LINE: KEY: problem" (or "FNAME: problem" when there is no
+ * line: empty file, not UTF-8, ...).  Unknown keys, wrong types, out
+ * of range numbers, duplicate keys, anchors/aliases, several
+ * documents, and a job with no command are errors.  JD is zeroed first
+ * and gets the defaults (gpu_count 1, checkpoint_grace_seconds 60) for
+ * fields not given (their JF_ bits stay clear); on failure it is freed
+ * and zeroed.
+ */
+int jobdef_parse(const char *buf, size_t len, const char *fname,
+		 struct job_def *jd, struct cb_err *err);
+
+/* Checks that need no file: a command given, gpus and gpu_count
+ * consistent (gpu_count, when both are set, must equal ngpus), env
+ * names valid.  Same error form with FNAME and no line. */
+int jobdef_check(const struct job_def *jd, const char *fname, struct cb_err *err);
+
+/* Number of cards the job needs: ngpus when pinned, else gpu_count
+ * when given, else 1. */
+long long jobdef_gpu_need(const struct job_def *jd);
+
+/* Copy every field set in SRC over DST (used for flag overrides). */
+int jobdef_merge(struct job_def *dst, const struct job_def *src);
+
+/* JSON form (the fields of job.yaml, only those set; "command" is an
+ * array or a string).  jobdef_from_json accepts what jobdef_to_json
+ * made; -1 with errno EINVAL on anything else. */
+cJSON *jobdef_to_json(const struct job_def *jd);
+int jobdef_from_json(const cJSON *obj, struct job_def *jd);
+
+void jobdef_free(struct job_def *jd);
+
+/* ---- config.c: config.yaml (libyaml) --------------------------------- */
+
+#define DEFAULT_IDLE_MIB 64
+#define DEFAULT_RESERVE_AFTER 300
+#define DEFAULT_REMOTE_STATE_DIR "~/.local/state/sshgpu-queue"
+
+struct node_conf {
+	char *name;
+	char *ssh;              /* alias or user@host; NULL when local */
+	int local;
+	int *gpus;              /* eligible indices, or NULL = all */
+	size_t ngpus;
+	int has_gpus;
+	long long idle_mib;
+	char *public_key;       /* as written (may start with ~) */
+};
+
+struct config {
+	char *path;             /* file it came from; NULL = embedded default */
+	char *spool;            /* absolute path */
+	char *remote_state_dir; /* as written; "~" expands on the node */
+	char **ssh_command;     /* argv prefix; default {"ssh"} */
+	size_t nssh_command;
+	long long reserve_after_seconds;
+	struct node_conf *nodes;
+	size_t nnodes;
+};
+
+/*
+ * Load the config: PATH when given; else ./config.yaml when present;
+ * else $XDG_CONFIG_HOME/cardbaton/config.yaml (XDG_CONFIG_HOME
+ * defaulting to ~/.config) when present; else the embedded default
+ * (one node "local" with local: true, spool
+ * $XDG_STATE_HOME/cardbaton/spool, XDG_STATE_HOME defaulting to
+ * ~/.local/state).  `spool:` is relative to the config file's
+ * directory; default "./spool".  Errors: EX_CONFIG_ with
+ * "FILE:LINE: KEY: problem", or "PATH: strerror" when PATH cannot be
+ * read (also EX_CONFIG_).
+ */
+int config_load(const char *path, struct config *c, struct cb_err *err);
+/* Parse config text; DIR is the directory `spool:` is relative to. */
+int config_parse(const char *buf, size_t len, const char *fname,
+		 const char *dir, struct config *c, struct cb_err *err);
+const struct node_conf *config_node(const struct config *c, const char *name);
+void config_free(struct config *c);
+
+/* ---- record.c: job records, the JSON files in queued/ running/ ... -- */
+
+enum job_state {
+	JS_QUEUED, JS_RUNNING, JS_PAUSING, JS_PAUSED,
+	JS_SUCCEEDED, JS_FAILED, JS_CANCELLED, JS_LOST,
+	JS_N
+};
+const char *job_state_name(enum job_state s);
+int job_state_parse(const char *s, enum job_state *out);
+int job_state_final(enum job_state s);
+
+/* Attempt states as the controller records them.  "launching": the ID
+ * is chosen and recorded, the node may or may not have it. */
+enum att_state {
+	AS_LAUNCHING, AS_RUNNING, AS_PAUSING, AS_PAUSED,
+	AS_SUCCEEDED, AS_FAILED, AS_CANCELLED, AS_LOST,
+	AS_ABORTED,     /* never started: cards busy at launch, refused */
+	AS_N
+};
+const char *att_state_name(enum att_state s);
+int att_state_parse(const char *s, enum att_state *out);
+
+struct attempt {
+	int n;                  /* 0, 1, ... (`logs --attempt N`) */
+	char *id;               /* attempt ID on the node */
+	char *node;
+	int *gpus;
+	size_t ngpus;
+	char **uuids;
+	size_t nuuids;
+	enum att_state state;
+	int has_exit;
+	long long exit_code;    /* the job's own exit status */
+	char *reason;           /* NULL or why it ended / is in its state */
+	long long started, finished;    /* epoch ms, 0 = not yet */
+	char *log;              /* log path on the node */
+	char *checkpoint;       /* checkpoint path it published, or NULL */
+};
+
+struct job {
+	long long id;
+	long long rev;          /* bumped by every write; highest wins */
+	enum job_state state;
+	char *reason;           /* why it is in this state, or NULL */
+	long long priority;
+	struct job_def def;
+	long long submitted, queued_at, started, finished;  /* epoch ms or 0 */
+	struct attempt *att;
+	size_t natt;
+	char *checkpoint;       /* saved state to resume from, or NULL */
+	char *checkpoint_node;  /* node that holds it */
+};
+
+/* The record as JSON text (pretty, LF-terminated) / back.  The JSON
+ * has every field of `status --json` except that "attempts" is the
+ * full list; see LAYOUT.md "Job records". */
+char *job_to_json(const struct job *j);
+int job_from_json(const char *buf, size_t len, struct job *j, struct cb_err *err);
+/* One element of `status --json` "jobs" (LAYOUT.md, SPEC §2). */
+cJSON *job_status_json(const struct job *j);
+/* Last attempt, or NULL. */
+struct attempt *job_last_attempt(const struct job *j);
+struct attempt *job_new_attempt(struct job *j);    /* appended, zeroed, n set */
+void job_free(struct job *j);
+
+/* ---- spool.c: the spool directory ------------------------------------ */
+
+enum spool_dir {
+	SD_TMP, SD_NEW, SD_INCOMING, SD_QUEUED, SD_RUNNING, SD_PAUSED,
+	SD_DONE, SD_REJECTED, SD_CTL,
+	SD_N
+};
+extern const char *const spool_dir_name[SD_N];
+enum spool_dir job_state_dir(enum job_state s);
+
+struct spool {
+	char *path;
+	int fd;                 /* the spool directory */
+	int dir[SD_N];          /* its subdirectories, O_DIRECTORY|O_NOFOLLOW */
+	char id[9];             /* 8 hex digits, from the file "id" */
+};
+
+/* Open (CREATE: make it, mode 0700, if missing) the spool at PATH.
+ * Errors: EX_CONFIG_ / EX_OSERR_ / EX_TEMPFAIL_ with the path. */
+int spool_open(struct spool *sp, const char *path, int create, struct cb_err *err);
+void spool_close(struct spool *sp);
+
+/* The daemon's lock ("lock"); returns the held fd, or -1 with
+ * EX_TEMPFAIL_ "another cardbaton-spoold holds SPOOL/lock". */
+int spool_lock_daemon(struct spool *sp, struct cb_err *err);
+
+/* Next sequence number (file "seq", under flock of "seq.lock"). */
+int spool_next_seq(struct spool *sp, long long *seq, struct cb_err *err);
+
+/* Submit: next seq, write the job as JSON into tmp/, rename into
+ * new/<name_queued(prio, seq)>.  *id = seq.  Full disk or read-only
+ * spool: EX_TEMPFAIL_, nothing left in new/. */
+int spool_submit(struct spool *sp, const struct job_def *jd, long long *id,
+		 struct cb_err *err);
+
+/* Entries of DIR that do not begin with '.', sorted with strcmp.
+ * *names is a malloc'd array of malloc'd strings. */
+int spool_list(struct spool *sp, enum spool_dir d, char ***names, size_t *n);
+void spool_list_free(char **names, size_t n);
+
+/* Load the record DIR/NAME.  Errors EX_DATAERR_ naming the file. */
+int spool_load(struct spool *sp, enum spool_dir d, const char *name,
+	       struct job *j, struct cb_err *err);
+
+/*
+ * Find job ID wherever it is.  1 found (J loaded, *d and *name set,
+ * name malloc'd), 0 not found, -1 error.  A job still in new/ or
+ * incoming/ (not yet accepted by the daemon) is returned as a queued
+ * job with reason "waiting for the daemon to accept it" and *d set to
+ * SD_NEW / SD_INCOMING.  When two records of one ID exist (a crash
+ * between the two steps of spool_put), the higher rev wins.
+ */
+int spool_find(struct spool *sp, long long id, struct job *j,
+	       enum spool_dir *d, char **name, struct cb_err *err);
+
+/*
+ * Write J (rev bumped) into the directory of J->state under its name
+ * for that state; then, when FROM_NAME is not NULL and differs
+ * (directory or name), remove FROM_DIR/FROM_NAME and fsync that
+ * directory.  The order (new copy first, old removed second) means a
+ * crash leaves at most two copies, and readers keep the higher rev.
+ */
+int spool_put(struct spool *sp, struct job *j, enum spool_dir from_dir,
+	      const char *from_name, struct cb_err *err);
+
+/* Control requests (ctl/): "<id>.<op>.<unique>", content "priority N"
+ * for promote --priority.  The daemon applies and removes them. */
+enum ctl_op { CTL_CANCEL, CTL_PROMOTE, CTL_PAUSE, CTL_RESUME, CTL_N };
+extern const char *const ctl_op_name[CTL_N];
+#define CTL_NO_ARG LLONG_MIN
+int spool_ctl(struct spool *sp, long long id, enum ctl_op op, long long arg,
+	      struct cb_err *err);
+int ctl_parse_name(const char *name, long long *id, enum ctl_op *op);
+
+/* Reject new/NAME (or incoming/NAME): move it into rejected/ as
+ * "<seq>.job" beside "<seq>.reason" holding "original name: NAME\n"
+ * and "reason: WHY\n".  Works for symlinks, directories and FIFOs (it
+ * only renames). */
+int spool_reject(struct spool *sp, enum spool_dir from, const char *name,
+		 long long seq, const char *why, struct cb_err *err);
+
+/* ---- node.c: running cardbaton-worker on a node ---------------------- */
+
+/* Deadlines for remote calls (ms).  An open ssh master does not obey
+ * ConnectTimeout, so every call carries its own. */
+#define NODE_CALL_MS 30000
+#define NODE_QUERY_MS 15000
+
+struct node_reply {
+	int status;             /* the worker's exit status; -1 when it could not
+				 * be run, timed out or died of a signal */
+	char *out;              /* its standard output, NUL-terminated */
+	size_t outlen;
+	char *err;              /* its standard error, or what went wrong
+				 * reaching it (NUL-terminated, may be "") */
+};
+
+/*
+ * Path of the worker for local nodes: $CARDBATON_WORKER, else
+ * cardbaton-worker beside the running program, else PATH.  malloc'd.
+ */
+char *worker_path(void);
+
+/*
+ * The argv that runs "cardbaton-worker -d STATE ARGS..." on node NC:
+ * the local worker directly, or ssh_command + options + the host + one
+ * shell-quoted remote command.  NULL-terminated, malloc'd (free with
+ * argv_free).
+ */
+char **node_argv(const struct config *c, const struct node_conf *nc,
+		 const char *const *args);
+void argv_free(char **v);
+
+/* Run ARGS on the node, write INPUT (may be NULL) to its stdin, collect
+ * stdout and stderr, all within TIMEOUT_MS (then it is killed).  0 with
+ * R filled (look at r->status), or -1 with errno when it could not be
+ * started. */
+int node_run(const struct config *c, const struct node_conf *nc,
+	     const char *const *args, const char *input, size_t inlen,
+	     int timeout_ms, struct node_reply *r);
+void node_reply_free(struct node_reply *r);
+
+/* Start ARGS on the node for a long conversation (watch, log -f):
+ * *in (its stdin, or -1 when IN is NULL) and *out are pipe ends, close-on-exec. */
+pid_t node_spawn(const struct config *c, const struct node_conf *nc,
+		 const char *const *args, int *in, int *out);
+
+struct gpu_info {
+	int index;
+	char *uuid, *name;
+	long long mem_used, mem_total, util, procs;
+	char *lease;            /* holder's attempt ID, or NULL when free */
+};
+
+/* Parse the records of `cardbaton-worker gpus`.  0, or -1 with errno
+ * EINVAL on a malformed reply or one holding an `error` record. */
+int gpus_parse(const char *out, size_t len, struct gpu_info **g, size_t *n);
+void gpus_free(struct gpu_info *g, size_t n);
+/* Idle per SPEC §7: memory used <= idle_mib, no compute process, no lease. */
+int gpu_idle(const struct gpu_info *g, long long idle_mib);
+/* Eligible per the node's `gpus:` list. */
+int gpu_eligible(const struct node_conf *nc, int index);
+
+/* Ask node NC for its GPUs (the worker's gpus command).  0 with the
+ * list, or -1 with ERR (EX_UNAVAILABLE_: "NODE: why"). */
+int node_gpus(const struct config *c, const struct node_conf *nc,
+	      struct gpu_info **g, size_t *n, struct cb_err *err);
+
+/* The job ID of an attempt ID from this spool, or 0. */
+long long attempt_job(const char *spool_id, const char *aid);
+
+#endif

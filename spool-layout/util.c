@@ -1,0 +1,186 @@
+/*
+ * util.c - errors, strings and time for the library and the tools.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "spool.h"
+
+static char *vxasprintf(const char *fmt, va_list ap)
+{
+	char *s;
+
+	if (vasprintf(&s, fmt, ap) < 0) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return s;
+}
+
+char *xasprintf(const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+
+	va_start(ap, fmt);
+	s = vxasprintf(fmt, ap);
+	va_end(ap);
+	return s;
+}
+
+static int err_setv(struct cb_err *err, int ex, const char *suffix,
+		    const char *fmt, va_list ap)
+{
+	char *m;
+
+	if (!err)
+		return -1;
+	m = vxasprintf(fmt, ap);
+	if (m && suffix) {
+		char *t = xasprintf("%s: %s", m, suffix);
+		free(m);
+		m = t;
+	}
+	free(err->msg);
+	err->msg = m;   /* NULL on ENOMEM: main() prints strerror(ENOMEM) */
+	err->ex = ex;
+	return -1;
+}
+
+int cb_err_set(struct cb_err *err, int ex, const char *fmt, ...)
+{
+	va_list ap;
+	int saved = errno;
+
+	va_start(ap, fmt);
+	err_setv(err, ex, NULL, fmt, ap);
+	va_end(ap);
+	errno = saved;
+	return -1;
+}
+
+int cb_err_sys(struct cb_err *err, int ex, const char *fmt, ...)
+{
+	va_list ap;
+	int saved = errno;
+
+	va_start(ap, fmt);
+	err_setv(err, ex, strerror(saved), fmt, ap);
+	va_end(ap);
+	errno = saved;
+	return -1;
+}
+
+void cb_err_free(struct cb_err *err)
+{
+	free(err->msg);
+	err->msg = NULL;
+}
+
+int sbuf_add(struct sbuf *b, const void *p, size_t n)
+{
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 64;
+		char *s;
+
+		while (cap < b->len + n + 1) {
+			if (cap > SIZE_MAX / 2) {
+				errno = ENOMEM;
+				return -1;
+			}
+			cap *= 2;
+		}
+		if (!(s = realloc(b->s, cap)))
+			return -1;
+		b->s = s;
+		b->cap = cap;
+	}
+	if (n)
+		memcpy(b->s + b->len, p, n);
+	b->len += n;
+	b->s[b->len] = '\0';
+	return 0;
+}
+
+int sbuf_addf(struct sbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+	int r;
+
+	va_start(ap, fmt);
+	s = vxasprintf(fmt, ap);
+	va_end(ap);
+	if (!s)
+		return -1;
+	r = sbuf_add(b, s, strlen(s));
+	free(s);
+	return r;
+}
+
+void sbuf_free(struct sbuf *b)
+{
+	free(b->s);
+	b->s = NULL;
+	b->len = b->cap = 0;
+}
+
+long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+char *rfc3339(long long ms)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+	char buf[64];
+
+	if (!gmtime_r(&t, &tm) || !strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm)) {
+		errno = ERANGE;
+		return NULL;
+	}
+	return strdup(buf);
+}
+
+int parse_ll(const char *s, long long lo, long long hi, long long *out)
+{
+	const char *p = s;
+	long long v;
+	char *end;
+
+	if (*p == '-')
+		p++;
+	if (*p < '0' || *p > '9')
+		return -1;
+	for (; *p; p++)
+		if (*p < '0' || *p > '9')
+			return -1;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || *end || v < lo || v > hi)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+char *expand_home(const char *path)
+{
+	const char *home;
+
+	if (path[0] != '~' || (path[1] && path[1] != '/'))
+		return strdup(path);
+	home = getenv("HOME");
+	if (!home || !*home)
+		home = "/";
+	return xasprintf("%s%s", home, path + 1);
+}

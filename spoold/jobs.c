@@ -1,0 +1,764 @@
+/*
+ * jobs.c - every transition of a job record, in one place.
+ *
+ *   new/ --accept--> queued --launch--> running --attempt ends--> done
+ *                      ^  |                |
+ *                      |  +--cancel--> done +--cards busy at launch--> queued
+ *                      +--promote (rename within queued/)
+ *
+ * Each transition reads the record, changes it in memory, and writes it
+ * with spool_put (new copy first, old name removed second: LAYOUT.md
+ * §6).  The attempt ID is written into the record before the node is
+ * asked to launch it, so a crash anywhere repeats the same launch,
+ * which the worker answers idempotently (LAYOUT.md §8).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "spoold.h"
+
+static void set_str(char **dst, const char *src)
+{
+	char *s = src ? strdup(src) : NULL;
+
+	free(*dst);
+	*dst = s;
+}
+
+/* Is there a file for job ID in one of DIRS (plain names)? */
+static int plain_exists(struct daemon *d, long long id, const enum spool_dir *dirs, size_t n)
+{
+	char *pn = name_plain(id);
+	int found = 0;
+
+	if (!pn)
+		return 1;       /* out of range: treat as taken */
+	for (size_t i = 0; i < n && !found; i++)
+		found = faccessat(d->sp.dir[dirs[i]], pn, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+	free(pn);
+	return found;
+}
+
+/* A record of job ID exists (queued ones are all in memory). */
+static int record_exists(struct daemon *d, long long id)
+{
+	static const enum spool_dir dirs[] = { SD_RUNNING, SD_PAUSED, SD_DONE };
+
+	return q_find(d, id) || r_find(d, id) || plain_exists(d, id, dirs, 3);
+}
+
+/* ... or the job is being accepted. */
+static int job_exists(struct daemon *d, long long id)
+{
+	static const enum spool_dir dirs[] = { SD_INCOMING };
+
+	return record_exists(d, id) || plain_exists(d, id, dirs, 1);
+}
+
+/* LAYOUT.md §5 steps 1-3. */
+int accept_new(struct daemon *d, const char *name)
+{
+	struct cb_err err = { 0 };
+	long long prio, seq;
+	int cls = name_classify_new(name, &prio, &seq);
+	char *in;
+
+	if (cls < 0)
+		return 0;
+	if (faccessat(d->sp.dir[SD_NEW], name, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+		return 0;       /* already taken (an event for a file we moved) */
+	if (cls == 1 && job_exists(d, seq))
+		cls = 0;        /* a forged or copied name: give it a fresh ID */
+	for (;;) {
+		if (cls == 0 && spool_next_seq(&d->sp, &seq, &err) < 0) {
+			logmsg("%s", err.msg);
+			cb_err_free(&err);
+			return -1;
+		}
+		if (!(in = name_plain(seq)))
+			return -1;
+		if (move_noreplace(d->sp.dir[SD_NEW], name, d->sp.dir[SD_INCOMING], in) == 0)
+			break;
+		free(in);
+		if (errno != EEXIST) {
+			if (errno == ENOENT)
+				return 0;
+			logmsg("new/%s: %s", name, strerror(errno));
+			return -1;
+		}
+		cls = 0;
+	}
+	if (fsync_dir(d->sp.dir[SD_INCOMING]) < 0 || fsync_dir(d->sp.dir[SD_NEW]) < 0)
+		logmsg("fsync: %s", strerror(errno));
+	cls = accept_incoming(d, in, name);
+	free(in);
+	return cls;
+}
+
+static const char *read_problem(int e)
+{
+	switch (e) {
+	case ELOOP:
+		return "is a symbolic link";
+	case EISDIR:
+		return "is a directory";
+	case EINVAL:
+		return "is not a regular file";
+	case EFBIG:
+		return "is larger than 1 MiB";
+	default:
+		return strerror(e);
+	}
+}
+
+static void reject(struct daemon *d, const char *in, long long seq, const char *orig,
+		   const char *why)
+{
+	struct cb_err err = { 0 };
+
+	logmsg("rejected %s: %s", orig, why);
+	if (spool_reject(&d->sp, SD_INCOMING, in, seq, why, &err) < 0) {
+		logmsg("%s", err.msg);
+		cb_err_free(&err);
+	}
+}
+
+/* A check the job file cannot express: its node and cards exist here. */
+static char *placement_problem(const struct daemon *d, const struct job_def *jd)
+{
+	const struct node_conf *nc = NULL;
+
+	if (jd->node && !(nc = config_node(&d->cfg, jd->node)))
+		return xasprintf("node: unknown node '%s'", jd->node);
+	if (nc && jd->ngpus)
+		for (size_t i = 0; i < jd->ngpus; i++)
+			if (!gpu_eligible(nc, jd->gpus[i]))
+				return xasprintf("gpus: GPU %d is not in node %s's gpus list",
+						 jd->gpus[i], nc->name);
+	return NULL;
+}
+
+/* LAYOUT.md §5 steps 4-5, and the recovery of incoming/ at start-up. */
+int accept_incoming(struct daemon *d, const char *in, const char *orig)
+{
+	struct cb_err err = { 0 };
+	struct job j = { 0 };
+	struct qent *e = NULL;
+	char *buf = NULL, *qname = NULL, *why;
+	size_t len;
+	long long seq;
+	int r = -1;
+
+	if (name_parse_plain(in, &seq) < 0)
+		return 0;
+	if (!orig)
+		orig = in;
+	if (record_exists(d, seq)) {
+		/* The crash fell between writing the record and this unlink. */
+		unlinkat(d->sp.dir[SD_INCOMING], in, 0);
+		return 0;
+	}
+	if (read_capped(d->sp.dir[SD_INCOMING], in, JOBFILE_MAX, &buf, &len) < 0) {
+		why = xasprintf("%s", read_problem(errno));
+		reject(d, in, seq, orig, why ? why : "unreadable");
+		free(why);
+		return 0;
+	}
+	if (jobdef_parse(buf, len, orig, &j.def, &err) < 0) {
+		/* The message names the file already; keep the rest of it. */
+		reject(d, in, seq, orig, err.msg ? err.msg : "not a job file");
+		cb_err_free(&err);
+		free(buf);
+		jobdef_free(&j.def);
+		return 0;
+	}
+	free(buf);
+	if ((why = placement_problem(d, &j.def))) {
+		reject(d, in, seq, orig, why);
+		free(why);
+		jobdef_free(&j.def);
+		return 0;
+	}
+	j.id = seq;
+	j.state = JS_QUEUED;
+	j.priority = j.def.priority;
+	j.submitted = j.queued_at = now_ms();
+	set_str(&j.reason, "waiting to be scheduled");
+	if (spool_put(&d->sp, &j, SD_INCOMING, NULL, &err) < 0) {
+		logmsg("%s", err.msg);
+		cb_err_free(&err);
+		goto out;
+	}
+	if (unlinkat(d->sp.dir[SD_INCOMING], in, 0) < 0 || fsync_dir(d->sp.dir[SD_INCOMING]) < 0)
+		logmsg("incoming/%s: %s", in, strerror(errno));
+	if (!(qname = name_queued(j.priority, j.id)) || !(e = qent_from_job(&j, qname)) ||
+	    q_insert(d, e) < 0) {
+		logmsg("job %lld: out of memory", j.id);
+		qent_free(e);
+		goto out;
+	}
+	d->dirty = 1;
+	r = 0;
+out:
+	free(qname);
+	job_free(&j);
+	return r;
+}
+
+/* ---- launching --------------------------------------------------------- */
+
+static int spec_add_job(struct wire_rec *w, const struct job *j, const struct attempt *a,
+			const struct node_conf *nc)
+{
+	const struct job_def *def = &j->def;
+	int r = wire_add(w, "attempt", a->id);
+	int resume = j->checkpoint && def->resume_command;
+
+	if (resume)
+		r |= wire_add(w, "shell", def->resume_command) | wire_add(w, "checkpoint", j->checkpoint);
+	else if (def->argv)
+		for (size_t i = 0; i < def->argc; i++)
+			r |= wire_add(w, "arg", def->argv[i]);
+	else
+		r |= wire_add(w, "shell", def->shell);
+	if (def->cwd)
+		r |= wire_add(w, "cwd", def->cwd);
+	for (size_t i = 0; i < def->nenv; i++)
+		r |= wire_add(w, "env", def->env[i]);
+	for (size_t i = 0; i < a->ngpus; i++)
+		r |= wire_addf(w, "gpu", "%d", a->gpus[i]);
+	r |= wire_addf(w, "idle_mib", "%lld", nc->idle_mib);
+	r |= wire_addf(w, "timeout", "%lld", def->timeout_seconds);
+	r |= wire_addf(w, "grace", "%lld",
+		       def->set & JF_GRACE ? def->checkpoint_grace_seconds : (long long)DEFAULT_GRACE);
+	r |= wire_addf(w, "resumable", "%d", def->resume_command ? 1 : 0);
+	return r ? -1 : 0;
+}
+
+static int load_running(struct daemon *d, long long id, struct job *j, char **name)
+{
+	struct cb_err err = { 0 };
+
+	if (!(*name = name_plain(id)))
+		return -1;
+	if (spool_load(&d->sp, SD_RUNNING, *name, j, &err) < 0) {
+		logmsg("%s", err.msg);
+		cb_err_free(&err);
+		free(*name);
+		*name = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+static int put(struct daemon *d, struct job *j, enum spool_dir from, const char *name)
+{
+	struct cb_err err = { 0 };
+
+	if (spool_put(&d->sp, j, from, name, &err) == 0)
+		return 0;
+	logmsg("%s", err.msg);
+	cb_err_free(&err);
+	return -1;
+}
+
+/* The attempt did not start (cards busy, GPU query failed): back to
+ * queued with its place kept (same priority, ID and queued_at). */
+static int requeue(struct daemon *d, struct rent *e, const char *why)
+{
+	struct job j;
+	struct attempt *a;
+	struct qent *q = NULL;
+	char *name, *qname = NULL;
+	int r = -1;
+
+	if (load_running(d, e->id, &j, &name) < 0)
+		return -1;
+	a = job_last_attempt(&j);
+	a->state = AS_ABORTED;
+	set_str(&a->reason, why);
+	j.state = JS_QUEUED;
+	free(j.reason);
+	j.reason = xasprintf("waiting: %s", why);
+	if (put(d, &j, SD_RUNNING, name) < 0)
+		goto out;
+	if (!(qname = name_queued(j.priority, j.id)) || !(q = qent_from_job(&j, qname)) ||
+	    q_insert(d, q) < 0) {
+		qent_free(q);
+		goto out;
+	}
+	r_remove(d, e);
+	r = 0;
+out:
+	free(qname);
+	free(name);
+	job_free(&j);
+	return r;
+}
+
+/* Ask the node to launch E's current attempt (first time or again). */
+static int send_launch(struct daemon *d, struct rent *e)
+{
+	struct node *n = &d->nodes[e->node];
+	struct wire_rec spec = { 0 }, w = { 0 };
+	struct node_reply rep;
+	struct job j;
+	char *name, *text = NULL;
+	const char *why;
+	static const char *const args[] = { "launch", NULL };
+	long len;
+	int r = -1;
+
+	if (load_running(d, e->id, &j, &name) < 0)
+		return -1;
+	if (spec_add_job(&spec, &j, job_last_attempt(&j), n->conf) < 0 ||
+	    (len = wire_format(&spec, &text)) < 0) {
+		logmsg("job %lld: out of memory", e->id);
+		goto out;
+	}
+	if (node_run(&d->cfg, n->conf, args, text, (size_t)len, NODE_CALL_MS, &rep) < 0) {
+		node_failed(d, e->node, strerror(errno));
+		goto out;
+	}
+	if (rep.status == 0 || rep.status == EX_TEMPFAIL_ || rep.status == EX_UNAVAILABLE_ ||
+	    rep.status == EX_DATAERR_)
+		wire_parse(rep.out, rep.outlen, &w, &why);
+	if (rep.status != 0)
+		n->fresh = 0;   /* our picture of its cards was wrong */
+	switch (rep.status) {
+	case 0:
+		node_ok(d, e->node);
+		r = apply_attempt(d, e, &w);
+		break;
+	case EX_TEMPFAIL_:      /* busy: nothing was started, no trace left */
+	case EX_UNAVAILABLE_:   /* nvidia-smi failed on the node: the same */
+		node_ok(d, e->node);
+		why = wire_get(&w, "reason");
+		if (!why || !*why)
+			why = *rep.err ? rep.err : "cards busy at launch";
+		logmsg("job %lld: not started on %s: %s", e->id, n->conf->name, why);
+		r = requeue(d, e, why);
+		break;
+	case EX_DATAERR_: {     /* the worker refused the spec: final */
+		struct attempt *a = job_last_attempt(&j);
+		char *msg = xasprintf("launch refused: %s", *rep.err ? rep.err : "bad spec");
+
+		node_ok(d, e->node);
+		a->state = AS_FAILED;
+		set_str(&a->reason, msg);
+		a->finished = now_ms();
+		j.state = JS_FAILED;
+		set_str(&j.reason, msg);
+		j.finished = a->finished;
+		free(msg);
+		if ((r = put(d, &j, SD_RUNNING, name)) == 0)
+			r_remove(d, e);
+		break;
+	}
+	default:
+		/* Transport failure, lost reply, timeout: the attempt stays
+		 * "launching" and the same launch is sent again later. */
+		node_failed(d, e->node, *rep.err ? rep.err : "launch failed");
+		break;
+	}
+	node_reply_free(&rep);
+out:
+	wire_free(&spec);
+	wire_free(&w);
+	free(text);
+	free(name);
+	job_free(&j);
+	return r;
+}
+
+int launch(struct daemon *d, struct qent *e, size_t node, const int *gpus, size_t ngpus)
+{
+	struct job j;
+	struct attempt *a;
+	struct cb_err err = { 0 };
+	struct rent *re;
+	char *qname = e->name;
+	int r = -1;
+
+	if (spool_load(&d->sp, SD_QUEUED, qname, &j, &err) < 0) {
+		logmsg("%s", err.msg);
+		cb_err_free(&err);
+		return -1;
+	}
+	if (!(a = job_new_attempt(&j)) || !(a->id = attempt_id(d->sp.id, j.id, a->n)) ||
+	    !(a->node = strdup(d->nodes[node].conf->name)) ||
+	    (ngpus && !(a->gpus = malloc(ngpus * sizeof *gpus))))
+		goto out;
+	if (ngpus)
+		memcpy(a->gpus, gpus, ngpus * sizeof *gpus);
+	a->ngpus = ngpus;
+	a->state = AS_LAUNCHING;
+	j.state = JS_RUNNING;
+	free(j.reason);
+	j.reason = xasprintf("launching on %s", a->node);
+	/* The attempt ID is on disk before the node hears of it. */
+	if (put(d, &j, SD_QUEUED, qname) < 0)
+		goto out;
+	if (r_add(d, j.id, a->id, node, 1) < 0)
+		goto out;
+	q_remove(d, e);
+	qent_free(e);
+	re = &d->r[d->nr - 1];
+	logmsg("job %lld: attempt %s on %s", j.id, a->id, a->node);
+	r = send_launch(d, re);
+out:
+	job_free(&j);
+	return r;
+}
+
+/* ---- attempt state from the node ---------------------------------------- */
+
+static int set_uuids(struct attempt *a, const struct wire_rec *w)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < w->n; i++)
+		if (!strcmp(w->f[i].key, "uuid"))
+			n++;
+	if (!n)
+		return 0;
+	for (size_t i = 0; i < a->nuuids; i++)
+		free(a->uuids[i]);
+	free(a->uuids);
+	a->nuuids = 0;
+	if (!(a->uuids = calloc(n, sizeof *a->uuids)))
+		return -1;
+	for (size_t i = 0; i < w->n; i++)
+		if (!strcmp(w->f[i].key, "uuid") && !(a->uuids[a->nuuids++] = strdup(w->f[i].val)))
+			return -1;
+	return 0;
+}
+
+/*
+ * The node's word on E's attempt (a state record from launch, status
+ * or watch).  Writes the record only when something changed.
+ */
+int apply_attempt(struct daemon *d, struct rent *e, const struct wire_rec *w)
+{
+	const char *st = wire_get(w, "state"), *reason = wire_get(w, "reason");
+	enum att_state as;
+	enum job_state js;
+	struct attempt *a;
+	struct job j;
+	char *name;
+	long long v;
+	int r = 0;
+
+	if (!st)
+		return 0;
+	if (!strcmp(st, "unknown")) {
+		if (e->launching)
+			return send_launch(d, e);   /* never reached the node: again */
+		st = "lost";
+		reason = "the node has no record of this attempt";
+	}
+	if (!strcmp(st, "starting") || !strcmp(st, "running"))
+		as = AS_RUNNING;
+	else if (att_state_parse(st, &as) < 0 || as == AS_LAUNCHING || as == AS_ABORTED)
+		return 0;       /* "busy" and the like never reach here */
+	if (load_running(d, e->id, &j, &name) < 0)
+		return -1;
+	a = job_last_attempt(&j);
+	if (!a || strcmp(a->id, e->aid)) {
+		free(name);
+		job_free(&j);
+		return 0;
+	}
+	if (a->state == as && as == AS_RUNNING && a->started) {
+		e->launching = 0;
+		free(name);
+		job_free(&j);
+		return 0;       /* nothing new */
+	}
+	a->state = as;
+	e->launching = 0;
+	if (set_uuids(a, w) < 0)
+		r = -1;
+	if (wire_get_ll(w, "started", &v) == 0)
+		a->started = v;
+	if (wire_get_ll(w, "finished", &v) == 0)
+		a->finished = v;
+	if (wire_get_ll(w, "exit_code", &v) == 0) {
+		a->exit_code = v;
+		a->has_exit = 1;
+	}
+	if (reason)
+		set_str(&a->reason, reason);
+	if (wire_get(w, "log"))
+		set_str(&a->log, wire_get(w, "log"));
+	switch (as) {
+	case AS_RUNNING:
+		js = JS_RUNNING;
+		break;
+	case AS_SUCCEEDED:
+		js = JS_SUCCEEDED;
+		break;
+	case AS_CANCELLED:
+		js = JS_CANCELLED;
+		break;
+	case AS_LOST:
+		js = JS_LOST;
+		break;
+	default:
+		js = JS_FAILED;
+		break;
+	}
+	j.state = js;
+	free(j.reason);
+	if (js == JS_RUNNING) {
+		j.started = a->started ? a->started : now_ms();
+		j.reason = xasprintf("running on %s", a->node);
+	} else {
+		if (!a->finished)
+			a->finished = now_ms();
+		j.finished = a->finished;
+		j.reason = js == JS_CANCELLED ? strdup("cancelled by user") :
+			   a->reason ? strdup(a->reason) :
+			   js == JS_SUCCEEDED ? strdup("exit status 0") : strdup(st);
+		d->nodes[e->node].fresh = 0;
+		d->dirty = 1;
+	}
+	if (put(d, &j, SD_RUNNING, name) < 0) {
+		r = -1;
+	} else {
+		logmsg("job %lld: %s%s%s", j.id, job_state_name(js), j.reason ? ": " : "",
+		       j.reason ? j.reason : "");
+		if (js != JS_RUNNING)
+			r_remove(d, e);
+	}
+	free(name);
+	job_free(&j);
+	return r;
+}
+
+/* Ask NODE about every attempt the daemon believes runs there. */
+int reconcile_node(struct daemon *d, size_t node)
+{
+	struct node *n = &d->nodes[node];
+	struct node_reply rep;
+	const char **args;
+	size_t k = 0, off = 0;
+	int r = 0;
+
+	if (!(args = calloc(d->nr + 2, sizeof *args)))
+		return -1;
+	args[k++] = "status";
+	for (size_t i = 0; i < d->nr; i++)
+		if (d->r[i].node == node)
+			args[k++] = d->r[i].aid;
+	if (k == 1) {
+		free(args);
+		return 0;
+	}
+	if (node_run(&d->cfg, n->conf, args, NULL, 0, NODE_QUERY_MS, &rep) < 0) {
+		node_failed(d, node, strerror(errno));
+		free(args);
+		return -1;
+	}
+	free(args);
+	if (rep.status != 0) {
+		node_failed(d, node, *rep.err ? rep.err : "status failed");
+		node_reply_free(&rep);
+		return -1;
+	}
+	node_ok(d, node);
+	while (off < rep.outlen) {
+		struct wire_rec w = { 0 };
+		const char *why, *aid;
+		long used = wire_parse(rep.out + off, rep.outlen - off, &w, &why);
+		struct rent *e;
+
+		if (used <= 0) {
+			wire_free(&w);
+			break;
+		}
+		off += (size_t)used;
+		if ((aid = wire_get(&w, "attempt")) && (e = r_find_aid(d, aid)))
+			r |= apply_attempt(d, e, &w);
+		wire_free(&w);
+	}
+	node_reply_free(&rep);
+	return r;
+}
+
+void node_failed(struct daemon *d, size_t node, const char *why)
+{
+	struct node *n = &d->nodes[node];
+	size_t len = strcspn(why, "\n");
+
+	if (n->reachable || !n->error)
+		logmsg("node %s unreachable: %.*s", n->conf->name, (int)len, why);
+	n->reachable = 0;
+	free(n->error);
+	n->error = strndup(why, len);
+	n->backoff = n->backoff ? n->backoff * 2 : BACKOFF_MIN_MS;
+	if (n->backoff > BACKOFF_MAX_MS)
+		n->backoff = BACKOFF_MAX_MS;
+	n->retry_at = mono_now() + n->backoff;
+	n->fresh = 0;
+}
+
+void node_ok(struct daemon *d, size_t node)
+{
+	struct node *n = &d->nodes[node];
+
+	if (!n->reachable)
+		logmsg("node %s reachable", n->conf->name);
+	n->reachable = 1;
+	free(n->error);
+	n->error = NULL;
+	n->backoff = 0;
+	n->retry_at = 0;
+}
+
+/* ---- control requests ------------------------------------------------ */
+
+static void cancel_running(struct daemon *d, struct rent *e)
+{
+	const char *args[] = { "cancel", e->aid, NULL };
+	int out;
+	pid_t pid = node_spawn(&d->cfg, d->nodes[e->node].conf, args, NULL, &out);
+
+	/* The worker stops the process group; the end arrives as an event.
+	 * Its reply is not needed, the child is reaped by the main loop. */
+	if (pid < 0)
+		logmsg("job %lld: cancel: %s", e->id, strerror(errno));
+	else
+		close(out);
+}
+
+static int finish_unstarted(struct daemon *d, enum spool_dir dir, const char *name,
+			    const char *why)
+{
+	struct cb_err err = { 0 };
+	struct job j;
+	int r;
+
+	if (spool_load(&d->sp, dir, name, &j, &err) < 0) {
+		logmsg("%s", err.msg);
+		cb_err_free(&err);
+		return -1;
+	}
+	j.state = JS_CANCELLED;
+	set_str(&j.reason, why);
+	j.finished = now_ms();
+	r = put(d, &j, dir, name);
+	if (r == 0)
+		logmsg("job %lld: cancelled", j.id);
+	job_free(&j);
+	return r;
+}
+
+static int promote(struct daemon *d, struct qent *e, long long arg)
+{
+	struct cb_err err = { 0 };
+	struct job j;
+	long long prio = arg;
+	char *old = e->name, *qname;
+
+	if (arg == CTL_NO_ARG) {
+		long long top = PRIO_MIN - 1;
+
+		for (size_t i = 0; i < d->nq; i++)
+			if (d->q[i] != e && d->q[i]->prio > top)
+				top = d->q[i]->prio;
+		prio = top >= e->prio ? top + 1 : e->prio;
+		if (prio > PRIO_MAX)
+			prio = PRIO_MAX;
+	}
+	if (prio == e->prio)
+		return 0;
+	if (spool_load(&d->sp, SD_QUEUED, old, &j, &err) < 0) {
+		logmsg("%s", err.msg);
+		cb_err_free(&err);
+		return -1;
+	}
+	j.priority = prio;
+	if (put(d, &j, SD_QUEUED, old) < 0 || !(qname = name_queued(prio, j.id))) {
+		job_free(&j);
+		return -1;
+	}
+	logmsg("job %lld: priority %lld -> %lld", j.id, e->prio, prio);
+	e->prio = prio;
+	e->name = qname;
+	free(old);
+	q_reposition(d, e);
+	d->dirty = 1;
+	job_free(&j);
+	return 0;
+}
+
+int apply_ctl(struct daemon *d, const char *name)
+{
+	long long id, arg = CTL_NO_ARG;
+	enum ctl_op op;
+	char *buf = NULL, *pn;
+	size_t len;
+	struct qent *qe;
+	struct rent *re;
+
+	if (name[0] == '.')
+		return 0;
+	if (ctl_parse_name(name, &id, &op) < 0) {
+		logmsg("ctl/%s: not a control request; removed", name);
+		goto done;
+	}
+	if (read_capped(d->sp.dir[SD_CTL], name, 4096, &buf, &len) < 0) {
+		if (errno == ENOENT)
+			return 0;
+		logmsg("ctl/%s: %s; removed", name, read_problem(errno));
+		goto done;
+	}
+	if (op == CTL_PROMOTE && len) {
+		if (buf[len - 1] == '\n')
+			buf[len - 1] = '\0';
+		if (strncmp(buf, "priority ", 9) || parse_ll(buf + 9, PRIO_MIN, PRIO_MAX, &arg) < 0) {
+			logmsg("ctl/%s: bad content; removed", name);
+			goto done;
+		}
+	}
+	qe = q_find(d, id);
+	re = r_find(d, id);
+	pn = name_plain(id);
+	switch (op) {
+	case CTL_CANCEL:
+		if (qe) {
+			if (finish_unstarted(d, SD_QUEUED, qe->name, "cancelled by user") == 0) {
+				q_remove(d, qe);
+				qent_free(qe);
+			}
+		} else if (re) {
+			cancel_running(d, re);
+		} else if (pn && faccessat(d->sp.dir[SD_PAUSED], pn, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
+			finish_unstarted(d, SD_PAUSED, pn, "cancelled by user");
+		} else {
+			logmsg("job %lld: cancel: not queued, running or paused", id);
+		}
+		break;
+	case CTL_PROMOTE:
+		if (qe)
+			promote(d, qe, arg);
+		else
+			logmsg("job %lld: promote: not queued", id);
+		break;
+	default:
+		logmsg("job %lld: %s: not supported by this daemon", id, ctl_op_name[op]);
+		break;
+	}
+	free(pn);
+done:
+	free(buf);
+	if (unlinkat(d->sp.dir[SD_CTL], name, 0) < 0 && errno != ENOENT)
+		logmsg("ctl/%s: %s", name, strerror(errno));
+	return 0;
+}

@@ -1,0 +1,630 @@
+/*
+ * cardbaton-spoold - the CardBaton daemon (also `cardbaton run`).
+ *
+ * Design.  The spool is the interface and the truth; this process is a
+ * cache of it plus a loop that moves jobs along:
+ *
+ *   - one daemon per spool, by flock on SPOOL/lock;
+ *   - inotify on new/ and ctl/ is only a doorbell: each event names a
+ *     file that is then looked at afresh, and a queue overflow means
+ *     "re-read both directories";
+ *   - at start-up everything is re-read (LAYOUT.md §9 recovery), and
+ *     every attempt the records say is running is asked about before
+ *     anything new is launched;
+ *   - each node runs one `cardbaton-worker watch`, whose output tells
+ *     the moment an attempt ends; the freed cards go to the next job
+ *     in the same loop iteration (no polling interval in that path);
+ *   - a reconcile every RECONCILE_MS asks each node about its running
+ *     attempts: the safety net that finds lost workers and missed
+ *     events;
+ *   - while GPU jobs wait, cards are re-read every GPU_POLL_MS, because
+ *     processes outside the queue come and go without telling anyone.
+ *
+ * Everything blocks for at most one node call, and every node call
+ * has its own deadline (spool-layout/node.c).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "spoold.h"
+
+#define TMP_MAX_AGE (36 * 3600)
+
+static const char *prog = "cardbaton-spoold";
+
+void logmsg(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+long long mono_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void usage(FILE *fp)
+{
+	fprintf(fp, "usage: %s [--config PATH] [--once]\n", prog);
+}
+
+static void die_err(struct cb_err *err)
+{
+	fprintf(stderr, "%s: %s\n", prog, err->msg ? err->msg : strerror(ENOMEM));
+	exit(err->ex ? err->ex : EX_SOFTWARE_);
+}
+
+/* ---- start-up recovery (LAYOUT.md §9) -------------------------------- */
+
+static void clean_tmp(struct daemon *d)
+{
+	struct stat st;
+	time_t now = time(NULL);
+	int fd = d->sp.dir[SD_TMP];
+	DIR *dir;
+	struct dirent *e;
+
+	/* Temp files start with '.', which spool_list skips: read raw. */
+	if ((fd = dup(fd)) < 0 || !(dir = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((e = readdir(dir))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    now - st.st_mtime > TMP_MAX_AGE && S_ISREG(st.st_mode))
+			unlinkat(dirfd(dir), e->d_name, 0);
+	}
+	closedir(dir);
+}
+
+struct rec_name {
+	long long id;
+	enum spool_dir dir;
+	char *name;
+};
+
+static int cmp_rec(const void *a, const void *b)
+{
+	const struct rec_name *x = a, *y = b;
+
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* Two records of one ID: keep the higher rev (LAYOUT.md §6). */
+static void dedupe(struct daemon *d)
+{
+	static const enum spool_dir dirs[] = { SD_QUEUED, SD_RUNNING, SD_PAUSED, SD_DONE };
+	struct rec_name *v = NULL;
+	size_t nv = 0, cap = 0;
+
+	for (size_t k = 0; k < 4; k++) {
+		char **names;
+		size_t n;
+
+		if (spool_list(&d->sp, dirs[k], &names, &n) < 0) {
+			logmsg("%s/%s: %s", d->sp.path, spool_dir_name[dirs[k]], strerror(errno));
+			continue;
+		}
+		for (size_t i = 0; i < n; i++) {
+			long long prio, id;
+
+			if ((dirs[k] == SD_QUEUED ? name_parse_queued(names[i], &prio, &id)
+						  : name_parse_plain(names[i], &id)) < 0)
+				continue;
+			if (nv == cap) {
+				struct rec_name *nvp = realloc(v, (cap = cap ? cap * 2 : 1024) * sizeof *v);
+
+				if (!nvp)
+					break;
+				v = nvp;
+			}
+			v[nv].id = id;
+			v[nv].dir = dirs[k];
+			v[nv].name = names[i];
+			names[i] = NULL;
+			nv++;
+		}
+		spool_list_free(names, n);
+	}
+	if (nv)
+		qsort(v, nv, sizeof *v, cmp_rec);
+	for (size_t i = 0; i + 1 < nv; i++) {
+		struct job a, b;
+		struct cb_err err = { 0 };
+		struct rec_name *x = &v[i], *y = &v[i + 1];
+
+		if (x->id != y->id)
+			continue;
+		if (spool_load(&d->sp, x->dir, x->name, &a, &err) < 0) {
+			logmsg("%s", err.msg);
+			cb_err_free(&err);
+			continue;
+		}
+		if (spool_load(&d->sp, y->dir, y->name, &b, &err) < 0) {
+			logmsg("%s", err.msg);
+			cb_err_free(&err);
+			job_free(&a);
+			continue;
+		}
+		{
+			struct rec_name *loser = a.rev >= b.rev ? y : x;
+
+			logmsg("job %lld: two records after a crash; keeping %s/%s", x->id,
+			       spool_dir_name[loser == y ? x->dir : y->dir],
+			       loser == y ? x->name : y->name);
+			if (unlinkat(d->sp.dir[loser->dir], loser->name, 0) < 0)
+				logmsg("%s: %s", loser->name, strerror(errno));
+			else
+				fsync_dir(d->sp.dir[loser->dir]);
+			/* The survivor moves to i + 1 to meet a third copy, if any. */
+			if (loser == y) {
+				struct rec_name t = *x;
+
+				*x = *y;
+				*y = t;
+			}
+		}
+		job_free(&a);
+		job_free(&b);
+	}
+	for (size_t i = 0; i < nv; i++)
+		free(v[i].name);
+	free(v);
+}
+
+static size_t node_index(struct daemon *d, const char *name)
+{
+	for (size_t k = 0; k < d->nnodes; k++)
+		if (!strcmp(d->nodes[k].conf->name, name))
+			return k;
+	return d->nnodes;
+}
+
+static void load_records(struct daemon *d)
+{
+	char **names;
+	size_t n;
+
+	if (spool_list(&d->sp, SD_QUEUED, &names, &n) == 0) {
+		for (size_t i = 0; i < n; i++) {
+			struct cb_err err = { 0 };
+			struct job j;
+			struct qent *e;
+
+			if (spool_load(&d->sp, SD_QUEUED, names[i], &j, &err) < 0) {
+				logmsg("%s (left in place)", err.msg);
+				cb_err_free(&err);
+				continue;
+			}
+			if (!(e = qent_from_job(&j, names[i])) || q_insert(d, e) < 0) {
+				logmsg("job %lld: out of memory", j.id);
+				qent_free(e);
+			}
+			job_free(&j);
+		}
+		spool_list_free(names, n);
+	}
+	if (spool_list(&d->sp, SD_RUNNING, &names, &n) == 0) {
+		for (size_t i = 0; i < n; i++) {
+			struct cb_err err = { 0 };
+			struct job j;
+			struct attempt *a;
+			size_t k;
+
+			if (spool_load(&d->sp, SD_RUNNING, names[i], &j, &err) < 0) {
+				logmsg("%s (left in place)", err.msg);
+				cb_err_free(&err);
+				continue;
+			}
+			a = job_last_attempt(&j);
+			if (!a || !a->node || (k = node_index(d, a->node)) == d->nnodes)
+				logmsg("job %lld: runs on node %s, which is not in the config", j.id,
+				       a && a->node ? a->node : "?");
+			else if (r_add(d, j.id, a->id, k, a->state == AS_LAUNCHING) < 0)
+				logmsg("job %lld: out of memory", j.id);
+			job_free(&j);
+		}
+		spool_list_free(names, n);
+	}
+}
+
+static void scan_dir(struct daemon *d, enum spool_dir which)
+{
+	char **names;
+	size_t n;
+
+	if (spool_list(&d->sp, which, &names, &n) < 0) {
+		logmsg("%s/%s: %s", d->sp.path, spool_dir_name[which], strerror(errno));
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (which == SD_NEW)
+			accept_new(d, names[i]);
+		else if (which == SD_INCOMING)
+			accept_incoming(d, names[i], NULL);
+		else
+			apply_ctl(d, names[i]);
+	}
+	spool_list_free(names, n);
+}
+
+static void reconcile_all(struct daemon *d)
+{
+	for (size_t k = 0; k < d->nnodes; k++) {
+		struct node *n = &d->nodes[k];
+
+		if (n->reachable || !n->retry_at || mono_now() >= n->retry_at)
+			reconcile_node(d, k);
+	}
+	d->next_reconcile = d->nr ? mono_now() + RECONCILE_MS : 0;
+}
+
+/* ---- the live event streams ------------------------------------------ */
+
+static void watch_stop(struct node *n)
+{
+	if (n->watch_pid <= 0)
+		return;
+	close(n->watch_in);
+	close(n->watch_out);
+	kill(-n->watch_pid, SIGTERM);
+	waitpid(n->watch_pid, NULL, 0);
+	n->watch_pid = 0;
+	n->watch_buf.len = 0;
+}
+
+static void watch_start(struct daemon *d, struct node *n)
+{
+	static const char *const args[] = { "watch", NULL };
+	int in, out;
+	pid_t pid = node_spawn(&d->cfg, n->conf, args, &in, &out);
+
+	if (pid < 0) {
+		logmsg("node %s: watch: %s", n->conf->name, strerror(errno));
+		n->watch_retry_at = mono_now() + BACKOFF_MIN_MS;
+		return;
+	}
+	n->watch_pid = pid;
+	n->watch_in = in;
+	n->watch_out = out;
+	n->watch_buf.len = 0;
+	n->watch_retry_at = 0;
+}
+
+static void watch_read(struct daemon *d, size_t k)
+{
+	struct node *n = &d->nodes[k];
+	char buf[65536];
+	ssize_t r = read(n->watch_out, buf, sizeof buf);
+	size_t off = 0;
+
+	if (r <= 0) {
+		if (r < 0 && (errno == EINTR || errno == EAGAIN))
+			return;
+		logmsg("node %s: event stream ended; restarting it", n->conf->name);
+		watch_stop(n);
+		n->watch_retry_at = mono_now() + BACKOFF_MIN_MS;
+		d->next_reconcile = mono_now();
+		return;
+	}
+	if (sbuf_add(&n->watch_buf, buf, (size_t)r) < 0)
+		return;
+	for (;;) {
+		struct wire_rec w = { 0 };
+		const char *why, *aid;
+		long used = wire_parse(n->watch_buf.s + off, n->watch_buf.len - off, &w, &why);
+		struct rent *e;
+
+		if (used == 0) {
+			wire_free(&w);
+			break;
+		}
+		if (used < 0) {
+			logmsg("node %s: event stream: %s; restarting it", n->conf->name, why);
+			wire_free(&w);
+			watch_stop(n);
+			n->watch_retry_at = mono_now();
+			return;
+		}
+		off += (size_t)used;
+		if (wire_get(&w, "ready")) {
+			/* Events from now on are seen: catch up on what came before. */
+			reconcile_node(d, k);
+		} else if ((aid = wire_get(&w, "attempt")) && (e = r_find_aid(d, aid))) {
+			apply_attempt(d, e, &w);
+		}
+		wire_free(&w);
+	}
+	memmove(n->watch_buf.s, n->watch_buf.s + off, n->watch_buf.len - off);
+	n->watch_buf.len -= off;
+}
+
+/* ---- inotify ----------------------------------------------------------- */
+
+static int ino_setup(struct daemon *d, int *wd_new, int *wd_ctl)
+{
+	int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	char *pn, *pc;
+
+	if (fd < 0)
+		return -1;
+	pn = xasprintf("%s/new", d->sp.path);
+	pc = xasprintf("%s/ctl", d->sp.path);
+	if (!pn || !pc ||
+	    (*wd_new = inotify_add_watch(fd, pn, IN_MOVED_TO | IN_CLOSE_WRITE | IN_ONLYDIR | IN_DONT_FOLLOW)) < 0 ||
+	    (*wd_ctl = inotify_add_watch(fd, pc, IN_MOVED_TO | IN_CLOSE_WRITE | IN_ONLYDIR | IN_DONT_FOLLOW)) < 0) {
+		int saved = errno;
+
+		close(fd);
+		free(pn);
+		free(pc);
+		errno = saved;
+		return -1;
+	}
+	free(pn);
+	free(pc);
+	return fd;
+}
+
+static void ino_read(struct daemon *d, int fd, int wd_new, int wd_ctl)
+{
+	char buf[65536] __attribute__((aligned(__alignof__(struct inotify_event))));
+	ssize_t len;
+	int rescan = 0;
+
+	while ((len = read(fd, buf, sizeof buf)) > 0) {
+		for (char *p = buf; p < buf + len;) {
+			struct inotify_event *ev = (struct inotify_event *)p;
+
+			if (ev->mask & IN_Q_OVERFLOW)
+				rescan = 1;
+			else if (ev->len && ev->wd == wd_new)
+				accept_new(d, ev->name);
+			else if (ev->len && ev->wd == wd_ctl)
+				apply_ctl(d, ev->name);
+			p += sizeof *ev + ev->len;
+		}
+	}
+	if (rescan) {
+		logmsg("inotify queue overflowed; re-reading new/ and ctl/");
+		scan_dir(d, SD_NEW);
+		scan_dir(d, SD_CTL);
+	}
+}
+
+/* ---- main ---------------------------------------------------------------- */
+
+static int setup_nodes(struct daemon *d)
+{
+	if (!(d->nodes = calloc(d->cfg.nnodes, sizeof *d->nodes)))
+		return -1;
+	d->nnodes = d->cfg.nnodes;
+	for (size_t k = 0; k < d->nnodes; k++) {
+		d->nodes[k].conf = &d->cfg.nodes[k];
+		d->nodes[k].reachable = 1;
+	}
+	return 0;
+}
+
+static int min_timeout(struct daemon *d)
+{
+	long long now = mono_now(), next = LLONG_MAX;
+
+	if (d->dirty)
+		return 0;
+	if (d->next_reconcile)
+		next = d->next_reconcile;
+	if (d->next_poll && d->next_poll < next)
+		next = d->next_poll;
+	for (size_t k = 0; k < d->nnodes; k++) {
+		struct node *n = &d->nodes[k];
+
+		if (!d->once && n->watch_pid <= 0 && n->watch_retry_at && n->watch_retry_at < next)
+			next = n->watch_retry_at;
+		if (!n->reachable && n->retry_at && d->nq && n->retry_at < next)
+			next = n->retry_at;
+	}
+	if (next == LLONG_MAX)
+		return -1;
+	return next <= now ? 0 : (int)(next - now > INT_MAX ? INT_MAX : next - now);
+}
+
+static void timers(struct daemon *d)
+{
+	long long now = mono_now();
+
+	if (d->next_reconcile && now >= d->next_reconcile)
+		reconcile_all(d);
+	if (d->next_poll && now >= d->next_poll) {
+		for (size_t k = 0; k < d->nnodes; k++)
+			d->nodes[k].fresh = 0;
+		d->next_poll = 0;
+		d->dirty = 1;
+	}
+	for (size_t k = 0; k < d->nnodes; k++) {
+		struct node *n = &d->nodes[k];
+
+		if (!d->once && n->watch_pid <= 0 && n->watch_retry_at && now >= n->watch_retry_at)
+			watch_start(d, n);
+		if (!n->reachable && n->retry_at && now >= n->retry_at && d->nq)
+			d->dirty = 1;
+	}
+	if (d->nr && !d->next_reconcile)
+		d->next_reconcile = now + RECONCILE_MS;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "once", no_argument, NULL, 'o' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct daemon d = { 0 };
+	struct cb_err err = { 0 };
+	const char *config = NULL;
+	sigset_t mask;
+	int c, lockfd, ino, sigfd, wd_new = -1, wd_ctl = -1;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			config = optarg;
+			break;
+		case 'o':
+			d.once = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return EX_USAGE_;
+		}
+	}
+	if (optind != argc) {
+		usage(stderr);
+		return EX_USAGE_;
+	}
+	if (config_load(config, &d.cfg, &err) < 0 || spool_open(&d.sp, d.cfg.spool, 1, &err) < 0)
+		die_err(&err);
+	if ((lockfd = spool_lock_daemon(&d.sp, &err)) < 0)
+		die_err(&err);
+	if (setup_nodes(&d) < 0) {
+		logmsg("%s", strerror(errno));
+		return EX_OSERR_;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0 ||
+	    (sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC)) < 0) {
+		logmsg("signalfd: %s", strerror(errno));
+		return EX_OSERR_;
+	}
+	/* Watch before scanning, so that nothing falls between the two. */
+	if ((ino = ino_setup(&d, &wd_new, &wd_ctl)) < 0) {
+		logmsg("inotify on %s: %s", d.sp.path, strerror(errno));
+		return EX_OSERR_;
+	}
+	logmsg("serving %s (%zu node%s)", d.sp.path, d.nnodes, d.nnodes == 1 ? "" : "s");
+	clean_tmp(&d);
+	dedupe(&d);
+	load_records(&d);
+	scan_dir(&d, SD_INCOMING);
+	scan_dir(&d, SD_NEW);
+	scan_dir(&d, SD_CTL);
+	reconcile_all(&d);
+	if (d.once) {
+		schedule(&d);
+		goto out;
+	}
+	for (size_t k = 0; k < d.nnodes; k++)
+		watch_start(&d, &d.nodes[k]);
+	d.dirty = 1;
+	for (;;) {
+		struct pollfd *p;
+		size_t np = 2;
+		int n, quit = 0;
+
+		while (waitpid(-1, NULL, WNOHANG) > 0)
+			;   /* background cancels */
+		timers(&d);
+		if (d.dirty)
+			schedule(&d);
+		if (!(p = calloc(d.nnodes + 2, sizeof *p))) {
+			logmsg("%s", strerror(errno));
+			break;
+		}
+		p[0].fd = ino;
+		p[0].events = POLLIN;
+		p[1].fd = sigfd;
+		p[1].events = POLLIN;
+		for (size_t k = 0; k < d.nnodes; k++) {
+			p[np].fd = d.nodes[k].watch_pid > 0 ? d.nodes[k].watch_out : -1;
+			p[np++].events = POLLIN;
+		}
+		n = poll(p, np, min_timeout(&d));
+		if (n < 0 && errno != EINTR) {
+			logmsg("poll: %s", strerror(errno));
+			free(p);
+			break;
+		}
+		if (n > 0) {
+			if (p[1].revents) {
+				struct signalfd_siginfo si;
+
+				while (read(sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
+					if (si.ssi_signo == SIGHUP) {
+						scan_dir(&d, SD_NEW);
+						scan_dir(&d, SD_CTL);
+						d.next_reconcile = mono_now();
+					} else {
+						quit = 1;
+					}
+				}
+			}
+			if (p[0].revents)
+				ino_read(&d, ino, wd_new, wd_ctl);
+			for (size_t k = 0; k < d.nnodes; k++)
+				if (p[k + 2].revents && d.nodes[k].watch_pid > 0)
+					watch_read(&d, k);
+		}
+		free(p);
+		if (quit)
+			break;
+	}
+out:
+	logmsg("stopping; running jobs keep running");
+	for (size_t k = 0; k < d.nnodes; k++) {
+		watch_stop(&d.nodes[k]);
+		gpus_free(d.nodes[k].gpus, d.nodes[k].ngpus);
+		free(d.nodes[k].taken);
+		free(d.nodes[k].held);
+		free(d.nodes[k].error);
+		sbuf_free(&d.nodes[k].watch_buf);
+	}
+	free(d.nodes);
+	for (size_t i = 0; i < d.nq; i++)
+		qent_free(d.q[i]);
+	free(d.q);
+	free(d.qhash);
+	for (size_t i = 0; i < d.nr; i++)
+		free(d.r[i].aid);
+	free(d.r);
+	close(ino);
+	close(sigfd);
+	close(lockfd);
+	spool_close(&d.sp);
+	config_free(&d.cfg);
+	return 0;
+}

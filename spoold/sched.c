@@ -1,0 +1,193 @@
+/*
+ * sched.c - one scheduling pass (SPEC §7; the rule is in AGENTS.md).
+ *
+ * Jobs are taken in dispatch order (priority, then FIFO).  Each is
+ * placed on the first node, in config order, that can take it now:
+ *
+ *   - pinned indices: all of them eligible, idle and not taken;
+ *   - gpu_count K: the K lowest-numbered eligible idle cards;
+ *   - a CPU job (K = 0): any reachable node.
+ *
+ * A job that cannot be placed does not stop the pass: later jobs may
+ * use cards it cannot (no head-of-line blocking).  But once it has
+ * waited reserve_after_seconds since it was queued, it *holds* what it
+ * waits for: its pinned cards, or, for a count, the node with the most
+ * free cards among those it may use; no later job is placed on held
+ * cards, so they accumulate until it fits (no starvation).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "spoold.h"
+
+static int refresh(struct daemon *d, struct node *n)
+{
+	struct cb_err err = { 0 };
+	struct gpu_info *g;
+	size_t k;
+
+	if (n->fresh)
+		return 0;
+	if (!n->reachable && n->retry_at && mono_now() < n->retry_at)
+		return -1;
+	if (node_gpus(&d->cfg, n->conf, &g, &k, &err) < 0) {
+		node_failed(d, (size_t)(n - d->nodes), err.msg ? err.msg : "GPU query failed");
+		cb_err_free(&err);
+		return -1;
+	}
+	node_ok(d, (size_t)(n - d->nodes));
+	gpus_free(n->gpus, n->ngpus);
+	free(n->taken);
+	free(n->held);
+	n->gpus = g;
+	n->ngpus = k;
+	n->taken = calloc(k + 1, 1);
+	n->held = calloc(k + 1, 1);
+	if (!n->taken || !n->held)
+		return -1;
+	n->fresh = 1;
+	return 0;
+}
+
+static int free_slot(const struct node *n, size_t i)
+{
+	return gpu_eligible(n->conf, n->gpus[i].index) && gpu_idle(&n->gpus[i], n->conf->idle_mib) &&
+	       !n->taken[i] && !n->held[i];
+}
+
+static long slot_of(const struct node *n, int index)
+{
+	for (size_t i = 0; i < n->ngpus; i++)
+		if (n->gpus[i].index == index)
+			return (long)i;
+	return -1;
+}
+
+/* Cards for E on N, written to OUT (indices); 1 when it fits. */
+static int fits(const struct node *n, const struct qent *e, int *out)
+{
+	size_t got = 0;
+
+	if (e->ngpus) {
+		for (size_t i = 0; i < e->ngpus; i++) {
+			long s = slot_of(n, e->gpus[i]);
+
+			if (s < 0 || !free_slot(n, (size_t)s))
+				return 0;
+			out[i] = e->gpus[i];
+		}
+		return 1;
+	}
+	for (size_t i = 0; i < n->ngpus && got < (size_t)e->need; i++)
+		if (free_slot(n, i))
+			out[got++] = n->gpus[i].index;
+	return got == (size_t)e->need;
+}
+
+static int may_use(const struct qent *e, const struct node *n)
+{
+	return !e->node || !strcmp(e->node, n->conf->name);
+}
+
+/* E waits too long: hold what it waits for (see the top of the file). */
+static void hold(struct daemon *d, const struct qent *e)
+{
+	struct node *best = NULL;
+	size_t best_free = 0;
+
+	for (size_t k = 0; k < d->nnodes; k++) {
+		struct node *n = &d->nodes[k];
+		size_t nfree = 0;
+
+		if (!may_use(e, n) || !n->fresh)
+			continue;
+		if (e->ngpus) {
+			for (size_t i = 0; i < e->ngpus; i++) {
+				long s = slot_of(n, e->gpus[i]);
+
+				if (s >= 0)
+					n->held[s] = 1;
+			}
+			continue;
+		}
+		for (size_t i = 0; i < n->ngpus; i++)
+			nfree += free_slot(n, i);
+		if (!best || nfree > best_free) {
+			best = n;
+			best_free = nfree;
+		}
+	}
+	if (best)
+		memset(best->held, 1, best->ngpus);
+}
+
+int schedule(struct daemon *d)
+{
+	long long now = now_ms(), starve = d->cfg.reserve_after_seconds * 1000;
+	int *cards = NULL, waiting = 0;
+	unsigned char *launched = NULL;
+	size_t maxneed = 1;
+
+	d->dirty = 0;
+	if (!d->nq)
+		return 0;
+	for (size_t k = 0; k < d->nnodes; k++) {
+		struct node *n = &d->nodes[k];
+
+		refresh(d, n);
+		if (n->fresh) {
+			memset(n->taken, 0, n->ngpus);
+			memset(n->held, 0, n->ngpus);
+		}
+	}
+	for (size_t i = 0; i < d->nq; i++)
+		if ((size_t)d->q[i]->need > maxneed)
+			maxneed = (size_t)d->q[i]->need;
+	if (!(cards = calloc(maxneed, sizeof *cards)) || !(launched = calloc(d->nnodes, 1))) {
+		free(cards);
+		return -1;
+	}
+	for (size_t i = 0; i < d->nq;) {
+		struct qent *e = d->q[i];
+		long long id;
+		size_t k;
+
+		for (k = 0; k < d->nnodes; k++) {
+			struct node *n = &d->nodes[k];
+
+			if (!may_use(e, n) || !n->reachable)
+				continue;
+			if (e->need == 0 || (n->fresh && fits(n, e, cards)))
+				break;
+		}
+		if (k == d->nnodes) {
+			if (e->need)
+				waiting = 1;
+			if (now - e->queued_at >= starve)
+				hold(d, e);
+			i++;
+			continue;
+		}
+		for (size_t c = 0; c < (size_t)e->need; c++) {
+			long s = slot_of(&d->nodes[k], cards[c]);
+
+			if (s >= 0)
+				d->nodes[k].taken[s] = 1;
+		}
+		/* launch() removes E from the queue: i now names the next.
+		 * (A job sent back by a busy node lands at i again, but that
+		 * node's snapshot is no longer fresh, so it is passed over.) */
+		id = e->id;
+		if (launch(d, e, k, cards, (size_t)e->need) < 0 && q_find(d, id) == e)
+			i++;
+		launched[k] = 1;
+	}
+	/* What was launched changes what the nodes report: ask again. */
+	for (size_t k = 0; k < d->nnodes; k++)
+		if (launched[k])
+			d->nodes[k].fresh = 0;
+	free(launched);
+	free(cards);
+	d->next_poll = waiting ? mono_now() + GPU_POLL_MS : 0;
+	return 0;
+}

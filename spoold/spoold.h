@@ -1,0 +1,100 @@
+/*
+ * spoold.h - cardbaton-spoold's shared state.  See main.c for the
+ * design and AGENTS.md for the state table.
+ */
+#ifndef CARDBATON_SPOOLD_H
+#define CARDBATON_SPOOLD_H
+
+#include <sys/types.h>
+
+#include "spool.h"
+
+/* Timers (ms).  Documented in AGENTS.md and cardbaton-spoold(1). */
+#define RECONCILE_MS 5000       /* ask each node about its running attempts */
+#define GPU_POLL_MS 2000        /* re-read GPUs while jobs wait for cards */
+#define BACKOFF_MIN_MS 1000     /* unreachable node: first retry */
+#define BACKOFF_MAX_MS 60000
+
+struct node {
+	const struct node_conf *conf;
+	struct gpu_info *gpus;          /* last snapshot */
+	size_t ngpus;
+	int fresh;                      /* snapshot still valid */
+	int reachable;
+	char *error;                    /* why it is unreachable */
+	long long retry_at;             /* mono ms; back-off while unreachable */
+	long long backoff;
+	/* per scheduling pass */
+	unsigned char *taken;           /* by a placement this pass, per snapshot slot */
+	unsigned char *held;            /* reserved for a starving job */
+	/* the live event stream (cardbaton-worker watch) */
+	pid_t watch_pid;
+	int watch_in, watch_out;
+	struct sbuf watch_buf;
+	long long watch_retry_at;
+};
+
+/* A queued job, as much as scheduling needs. */
+struct qent {
+	long long id, prio, queued_at;
+	char *name;                     /* its file in queued/ */
+	long long need;                 /* cards */
+	int *gpus;                      /* pinned indices, or NULL */
+	size_t ngpus;
+	char *node;                     /* pinned (or checkpoint) node, or NULL */
+};
+
+/* A running or pausing job. */
+struct rent {
+	long long id;
+	char *aid;                      /* its current attempt */
+	size_t node;                    /* index into d->nodes */
+	int launching;                  /* launch not yet confirmed */
+};
+
+struct daemon {
+	struct config cfg;
+	struct spool sp;
+	struct node *nodes;
+	size_t nnodes;
+	struct qent **q;                /* dispatch order */
+	size_t nq, capq;
+	struct qent **qhash;            /* open addressing by id */
+	size_t hcap, hused;
+	struct rent *r;
+	size_t nr, capr;
+	int once;
+	int dirty;                      /* a scheduling pass is due */
+	long long next_reconcile, next_poll;    /* mono ms, 0 = none */
+};
+
+/* main.c */
+void logmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+long long mono_now(void);
+
+/* queue.c: the in-memory queue */
+int q_insert(struct daemon *d, struct qent *e);
+void q_remove(struct daemon *d, struct qent *e);
+struct qent *q_find(const struct daemon *d, long long id);
+int q_reposition(struct daemon *d, struct qent *e);
+struct qent *qent_from_job(const struct job *j, const char *name);
+void qent_free(struct qent *e);
+struct rent *r_find(struct daemon *d, long long id);
+struct rent *r_find_aid(struct daemon *d, const char *aid);
+int r_add(struct daemon *d, long long id, const char *aid, size_t node, int launching);
+void r_remove(struct daemon *d, struct rent *e);
+
+/* jobs.c: every transition of a job's record */
+int accept_new(struct daemon *d, const char *name);
+int accept_incoming(struct daemon *d, const char *name, const char *orig);
+int apply_ctl(struct daemon *d, const char *name);
+int launch(struct daemon *d, struct qent *e, size_t node, const int *gpus, size_t ngpus);
+int apply_attempt(struct daemon *d, struct rent *e, const struct wire_rec *w);
+int reconcile_node(struct daemon *d, size_t node);
+void node_failed(struct daemon *d, size_t node, const char *why);
+void node_ok(struct daemon *d, size_t node);
+
+/* sched.c */
+int schedule(struct daemon *d);
+
+#endif

@@ -1,0 +1,294 @@
+#!/usr/bin/env bats
+# cardbaton-spoold on the local node: scheduling, recovery, bad input.
+# Real daemon, real worker, real inotify; only nvidia-smi is simulated.
+
+load ../lib/common
+
+setup() {
+	setup_common
+	C=$T/config.yaml
+}
+
+teardown() {
+	teardown_common
+}
+
+sub() { cardbaton-submit --config "$C" "$@"; }
+st() { cardbaton-status --config "$C" "$@"; }
+
+# state ID: the job's state, read from its record wherever it is.
+state() { st --json "$1" | json 'd["jobs"][0]["state"]'; }
+
+final() {
+	case "$(state "$1")" in succeeded|failed|cancelled|lost) return 0 ;; esac
+	return 1
+}
+
+@test "a job pinned to GPU 1 gets exactly GPU 1's UUID" {
+	start_daemon
+	id=$(sub --gpus 1 -- sh -c 'printf %s "$CUDA_VISIBLE_DEVICES" > "$0"' "$T/cvd")
+	wait_for 10 final "$id"
+	[ "$(state "$id")" = succeeded ]
+	[ "$(cat "$T/cvd")" = GPU-11111111-1111-1111-1111-111111111111 ]
+	st --json "$id" | json 'd["jobs"][0]["gpus"]' | grep -qx '\[1\]'
+	[ "$(st --json "$id" | json 'd["jobs"][0]["gpu_uuids"][0]')" = GPU-11111111-1111-1111-1111-111111111111 ]
+}
+
+@test "a --gpu-count 2 job gets two idle cards, never a busy one" {
+	# Card 0 over idle_mib, card 1 running a foreign compute process.
+	fake_gpus \
+		"0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA Fake A100, 4000, 81920, 0" \
+		"1, GPU-11111111-1111-1111-1111-111111111111, NVIDIA Fake A100, 0, 81920, 0" \
+		"2, GPU-22222222-2222-2222-2222-222222222222, NVIDIA Fake A100, 0, 81920, 0" \
+		"3, GPU-33333333-3333-3333-3333-333333333333, NVIDIA Fake A100, 10, 81920, 0"
+	fake_apps "GPU-11111111-1111-1111-1111-111111111111, 4242, 500"
+	start_daemon
+	id=$(sub --gpu-count 2 -- sh -c 'printf %s "$CUDA_VISIBLE_DEVICES" > "$0"' "$T/cvd")
+	wait_for 10 final "$id"
+	[ "$(cat "$T/cvd")" = GPU-22222222-2222-2222-2222-222222222222,GPU-33333333-3333-3333-3333-333333333333 ]
+	st --json "$id" | json 'd["jobs"][0]["gpus"]' | grep -qx '\[2, 3\]'
+}
+
+@test "a job waiting for a busy card starts when the card frees" {
+	fake_apps "GPU-11111111-1111-1111-1111-111111111111, 4242, 500"
+	start_daemon
+	id=$(sub --gpus 1 -- true)
+	sleep 1.5
+	[ "$(state "$id")" = queued ]
+	fake_apps
+	wait_for 10 final "$id"
+	[ "$(state "$id")" = succeeded ]
+}
+
+@test "the node's gpus list and idle_mib are respected" {
+	printf 'spool: ./spool\nnodes:\n  local:\n    local: true\n    gpus: [2, 3]\n    idle_mib: 100\n' > "$C"
+	fake_gpus \
+		"0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA Fake A100, 0, 81920, 0" \
+		"1, GPU-11111111-1111-1111-1111-111111111111, NVIDIA Fake A100, 0, 81920, 0" \
+		"2, GPU-22222222-2222-2222-2222-222222222222, NVIDIA Fake A100, 99, 81920, 0" \
+		"3, GPU-33333333-3333-3333-3333-333333333333, NVIDIA Fake A100, 101, 81920, 0"
+	start_daemon
+	id=$(sub -- sh -c 'printf %s "$CUDA_VISIBLE_DEVICES" > "$0"' "$T/cvd")
+	wait_for 10 final "$id"
+	[ "$(cat "$T/cvd")" = GPU-22222222-2222-2222-2222-222222222222 ]
+	# A job pinned to an excluded card is refused at submit.
+	run sub --node local --gpus 0 -- true
+	[ "$status" -eq 65 ]
+}
+
+@test "priority first, FIFO among equals: 10, 10, 5, 0 on one card" {
+	fake_gpus "0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA Fake A100, 0, 81920, 0"
+	# Submitted while the daemon is down, so the order is the queue's.
+	a=$(sub --priority 0 --name p0 -- sh -c 'echo p0 >> "$0"' "$T/order")
+	b=$(sub --priority 10 --name p10a -- sh -c 'echo p10a >> "$0"' "$T/order")
+	c=$(sub --priority 10 --name p10b -- sh -c 'echo p10b >> "$0"' "$T/order")
+	d=$(sub --priority 5 --name p5 -- sh -c 'echo p5 >> "$0"' "$T/order")
+	start_daemon
+	for id in $a $b $c $d; do wait_for 20 final "$id"; done
+	[ "$(tr '\n' ' ' < "$T/order")" = "p10a p10b p5 p0 " ]
+}
+
+@test "ls queued/ is dispatch order and cat shows JSON with state and reason" {
+	fake_gpus "0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA Fake A100, 0, 81920, 0"
+	fake_apps "GPU-00000000-0000-0000-0000-000000000000, 4242, 500"
+	a=$(sub --priority 0 -- true)
+	b=$(sub --priority 7 -- true)
+	c=$(sub --priority -3 -- true)
+	d=$(sub --priority 7 -- true)
+	cardbaton-spoold --config "$C" --once
+	run env LC_ALL=C ls "$T/spool/queued"
+	[ "${lines[0]}" = "$(printf '%09d-%010d.job' $((100000000 - 7)) "$b")" ]
+	[ "${lines[1]}" = "$(printf '%09d-%010d.job' $((100000000 - 7)) "$d")" ]
+	[ "${lines[2]}" = "$(printf '%09d-%010d.job' 100000000 "$a")" ]
+	[ "${lines[3]}" = "$(printf '%09d-%010d.job' $((100000000 + 3)) "$c")" ]
+	f=$T/spool/queued/${lines[0]}
+	[ "$(json 'd["state"]' < "$f")" = queued ]
+	[ -n "$(json 'd["reason"]' < "$f")" ]
+	[ "$(json 'd["id"]' < "$f")" = "$b" ]
+}
+
+@test "a 2-card job at the head does not block 1-card jobs, and is not starved" {
+	printf 'spool: ./spool\nreserve_after_seconds: 2\nnodes:\n  local:\n    local: true\n' > "$C"
+	fake_gpus \
+		"0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA Fake A100, 0, 81920, 0" \
+		"1, GPU-11111111-1111-1111-1111-111111111111, NVIDIA Fake A100, 0, 81920, 0"
+	fake_apps "GPU-00000000-0000-0000-0000-000000000000, 4242, 500"
+	big=$(sub --priority 10 --gpu-count 2 -- sh -c 'echo big >> "$0"' "$T/order")
+	# A stream of small jobs that would keep card 1 busy for ever.
+	small=()
+	for i in 1 2 3 4 5 6; do
+		small+=("$(sub -- sh -c 'echo small >> "$0"; sleep 0.5' "$T/order")")
+	done
+	start_daemon
+	# No head-of-line blocking: a small job runs while the big one waits.
+	wait_for 5 grep -q small "$T/order"
+	[ "$(state "$big")" = queued ]
+	# The foreign process leaves card 0; after reserve_after_seconds the
+	# big job holds the cards, so it runs before the small jobs are done.
+	sleep 2
+	fake_apps
+	wait_for 20 final "$big"
+	[ "$(state "$big")" = succeeded ]
+	for id in "${small[@]}"; do wait_for 20 final "$id"; done
+	# Not all the small jobs ran before the big one.
+	run grep -n big "$T/order"
+	[ "${lines[0]%%:*}" -lt 7 ]
+}
+
+@test "jobs outlive the daemon, and a restarted daemon relaunches nothing" {
+	start_daemon
+	id=$(sub -- sh -c 'echo run >> "$0"; sleep 2' "$T/runs")
+	wait_for 10 test "$(state "$id")" = running
+	kill -9 "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null || true; DAEMON_PID=
+	sleep 0.3
+	grep -q run "$T/runs"
+	start_daemon
+	wait_for 10 final "$id"
+	[ "$(state "$id")" = succeeded ]
+	[ "$(wc -l < "$T/runs")" -eq 1 ]
+}
+
+@test "kill -9 of the daemon again and again: every job runs exactly once" {
+	printf 'spool: ./spool\nnodes:\n  local:\n    local: true\n' > "$C"
+	ids=()
+	for i in $(seq 1 24); do
+		if [ $((i % 3)) -eq 0 ]; then g=0; else g=1; fi
+		ids+=("$(sub --gpu-count $g -- sh -c 'echo "$1" >> "$0"; sleep 0.2' "$T/runs" "$i")")
+	done
+	for round in 1 2 3 4 5 6 7 8; do
+		start_daemon
+		sleep 0.$((RANDOM % 6 + 2))
+		kill -9 "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null || true; DAEMON_PID=
+	done
+	start_daemon
+	for id in "${ids[@]}"; do wait_for 30 final "$id"; done
+	for id in "${ids[@]}"; do [ "$(state "$id")" = succeeded ]; done
+	[ "$(wc -l < "$T/runs")" -eq 24 ]
+	[ "$(sort -n "$T/runs" | uniq | wc -l)" -eq 24 ]
+	# No job has an attempt that started twice: one started attempt each.
+	for id in "${ids[@]}"; do
+		n=$(st --json "$id" | json 'd["jobs"][0]["attempts"]')
+		[ "$n" -eq 1 ]
+	done
+	# And each job has one record.
+	[ "$(ls "$T/spool/done" | wc -l)" -eq 24 ]
+	[ -z "$(ls "$T/spool/queued" "$T/spool/running" "$T/spool/incoming")" ]
+}
+
+@test "bad job files dropped into new/ are rejected with a reason; the daemon serves on" {
+	start_daemon
+	n=$T/spool/new
+	printf 'command: [echo, "unterminated\n' > "$T/tmp.job"; mv "$T/tmp.job" "$n/malformed.job"
+	printf 'command: [true]\nbogus: 1\n' > "$T/tmp.job"; mv "$T/tmp.job" "$n/unknown.job"
+	printf 'command: [true]\ngpu_count: two\n' > "$T/tmp.job"; mv "$T/tmp.job" "$n/type.job"
+	printf 'command: [true]\ngpu_count: -1\n' > "$T/tmp.job"; mv "$T/tmp.job" "$n/negative.job"
+	: > "$T/tmp.job"; mv "$T/tmp.job" "$n/empty.job"
+	head -c 4096 /dev/urandom > "$T/tmp.job"; mv "$T/tmp.job" "$n/binary.job"
+	printf 'command: [true]\n' > "$T/target"; ln -s "$T/target" "$n/symlink.job"
+	head -c $((10 * 1024 * 1024)) /dev/zero | tr '\0' 'x' > "$T/tmp.job"; mv "$T/tmp.job" "$n/huge.job"
+	mkdir "$n/dir.job"
+	mkfifo "$n/fifo.job"
+	wait_for 10 test "$(ls "$T/spool/rejected" | grep -c reason)" -eq 10
+	for f in "$T"/spool/rejected/*.reason; do
+		grep -q '^original name: ' "$f"
+		grep -q '^reason: ' "$f"
+	done
+	r() { grep -l "original name: $1" "$T"/spool/rejected/*.reason | head -1 | xargs cat; }
+	r malformed.job | grep -q 'reason: malformed.job:[0-9]*:'
+	r unknown.job | grep -q 'bogus'
+	r type.job | grep -q 'gpu_count'
+	r negative.job | grep -q 'gpu_count'
+	r symlink.job | grep -q 'symbolic link'
+	r huge.job | grep -q 'larger than 1 MiB'
+	r dir.job | grep -q 'directory'
+	r fifo.job | grep -q 'not a regular file'
+	[ -z "$(ls "$n")" ]
+	# Still serving.
+	id=$(sub -- true)
+	wait_for 10 final "$id"
+	kill -0 "$DAEMON_PID"
+}
+
+@test "submit --job with bad content exits 65 with file:line; an unknown flag exits 64" {
+	printf 'command: [true]\nbogus: 1\n' > "$T/bad.yaml"
+	run sub --job "$T/bad.yaml"
+	[ "$status" -eq 65 ]
+	[[ "$output" == *"bad.yaml:2: bogus"* ]]
+	printf 'command: [echo, "x\n' > "$T/bad2.yaml"
+	run sub --job "$T/bad2.yaml"
+	[ "$status" -eq 65 ]
+	[[ "$output" == *"bad2.yaml:"[0-9]* ]]
+	run sub --frobnicate -- true
+	[ "$status" -eq 64 ]
+	[ -z "$(ls "$T/spool/new" 2>/dev/null)" ]
+}
+
+@test "files with other names are accepted; dot files and other suffixes are ignored" {
+	printf 'command: [true]\n' > "$T/a"; mv "$T/a" "$T/x"
+	mkdir -p "$T/spool"
+	start_daemon
+	printf '{"command": ["true"], "priority": 3}\n' > "$T/a"; mv "$T/a" "$T/spool/new/from-a-script.job"
+	printf 'command: [true]\n' > "$T/a"; mv "$T/a" "$T/spool/new/.hidden.job"
+	printf 'command: [true]\n' > "$T/a"; mv "$T/a" "$T/spool/new/notes.txt"
+	wait_for 10 test -z "$(ls "$T/spool/new" | grep from-a-script)"
+	wait_for 10 test "$(ls "$T/spool/done" | wc -l)" -eq 1
+	[ -e "$T/spool/new/.hidden.job" ]
+	[ -e "$T/spool/new/notes.txt" ]
+}
+
+@test "one daemon per spool" {
+	start_daemon
+	run cardbaton-spoold --config "$C"
+	[ "$status" -eq 75 ]
+	[[ "$output" == *"another cardbaton-spoold"* ]]
+}
+
+@test "run --once accepts, dispatches and exits; results are recorded by the next pass" {
+	id=$(sub -- sh -c 'echo ran > "$0"' "$T/ran")
+	run cardbaton-spoold --config "$C" --once
+	[ "$status" -eq 0 ]
+	wait_for 5 test -s "$T/ran"
+	sleep 0.2
+	cardbaton-spoold --config "$C" --once
+	[ "$(state "$id")" = succeeded ]
+}
+
+@test "cancel: a queued job is removed, a running one loses its whole process group" {
+	fake_gpus "0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA Fake A100, 0, 81920, 0"
+	start_daemon
+	run_id=$(sub -- sh -c 'sleep 300 & echo $! > "$0"; wait' "$T/child")
+	q_id=$(sub -- true)
+	wait_for 10 test -s "$T/child"
+	[ "$(state "$q_id")" = queued ]
+	cardbaton-cancel --config "$C" "$q_id"
+	wait_for 10 test "$(state "$q_id")" = cancelled
+	child=$(cat "$T/child")
+	cardbaton-cancel --config "$C" "$run_id"
+	wait_for 15 test "$(state "$run_id")" = cancelled
+	! kill -0 "$child" 2>/dev/null
+	[ "$(st --json "$run_id" | json 'd["jobs"][0]["reason"]')" = "cancelled by user" ]
+}
+
+@test "a failing job is recorded with its exit code" {
+	start_daemon
+	id=$(sub -- sh -c 'echo oops >&2; exit 3')
+	wait_for 10 final "$id"
+	[ "$(state "$id")" = failed ]
+	[ "$(st --json "$id" | json 'd["jobs"][0]["exit_code"]')" = 3 ]
+	cardbaton-logs --config "$C" "$id" | grep -qx oops
+}
+
+@test "an inotify queue overflow is recovered by a rescan" {
+	[ -w /proc/sys/fs/inotify/max_queued_events ] || skip "needs root to shrink the inotify queue"
+	old=$(cat /proc/sys/fs/inotify/max_queued_events)
+	echo 8 > /proc/sys/fs/inotify/max_queued_events
+	start_daemon
+	echo "$old" > /proc/sys/fs/inotify/max_queued_events
+	kill -STOP "$DAEMON_PID"
+	for i in $(seq 1 40); do
+		printf 'command: [true]\ngpu_count: 0\n' > "$T/a"; mv "$T/a" "$T/spool/new/j$i.job"
+	done
+	kill -CONT "$DAEMON_PID"
+	wait_for 20 test "$(ls "$T/spool/done" | wc -l)" -eq 40
+	grep -q overflow "$T/daemon.log"
+}

@@ -1,0 +1,91 @@
+# tests/lib/common.bash - shared by every bats suite in tests/e2e.
+#
+# Each test gets a fresh directory $T with its own HOME, XDG dirs, a
+# simulated GPU fixture ($FAKE_GPU_DIR, read by tests/fake-nvidia-smi)
+# and a config ($T/config.yaml, one local node) whose spool is $T/spool.
+# The binaries under test come from $CB_BUILD (set by tests/run).
+
+: "${CB_BUILD:?run the suite through tests/run}"
+: "${CB_TOP:?run the suite through tests/run}"
+
+setup_common() {
+	T=$BATS_TEST_TMPDIR
+	export HOME=$T/home XDG_CONFIG_HOME=$T/home/.config XDG_STATE_HOME=$T/home/.local/state
+	mkdir -p "$HOME"
+	export FAKE_GPU_DIR=$T/gpus
+	mkdir -p "$FAKE_GPU_DIR/bin"
+	ln -s "$CB_TOP/tests/fake-nvidia-smi" "$FAKE_GPU_DIR/bin/nvidia-smi"
+	export PATH=$CB_BUILD:$FAKE_GPU_DIR/bin:$PATH
+	export CARDBATON_WORKER=$CB_BUILD/cardbaton-worker
+	export STATE=$HOME/.local/state/sshgpu-queue
+	# Four idle cards by default.
+	fake_gpus \
+		"0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA Fake A100, 0, 81920, 0" \
+		"1, GPU-11111111-1111-1111-1111-111111111111, NVIDIA Fake A100, 0, 81920, 0" \
+		"2, GPU-22222222-2222-2222-2222-222222222222, NVIDIA Fake A100, 0, 81920, 0" \
+		"3, GPU-33333333-3333-3333-3333-333333333333, NVIDIA Fake A100, 0, 81920, 0"
+	: > "$FAKE_GPU_DIR/apps.csv"
+	cd "$T" || return 1
+	printf 'spool: ./spool\nnodes:\n  local:\n    local: true\n' > "$T/config.yaml"
+}
+
+# fake_gpus LINE... : replace gpus.csv ("index, uuid, name, memory.used,
+# memory.total, utilization.gpu" per line) atomically.
+fake_gpus() {
+	printf '%s\n' "$@" > "$FAKE_GPU_DIR/.gpus.csv.tmp"
+	mv "$FAKE_GPU_DIR/.gpus.csv.tmp" "$FAKE_GPU_DIR/gpus.csv"
+}
+
+# fake_apps LINE... : replace apps.csv ("gpu_uuid, pid, used_memory").
+fake_apps() {
+	printf '%s\n' "$@" > "$FAKE_GPU_DIR/.apps.csv.tmp"
+	mv "$FAKE_GPU_DIR/.apps.csv.tmp" "$FAKE_GPU_DIR/apps.csv"
+}
+
+# wait_for SECONDS CMD... : run CMD every 20 ms until it succeeds.
+wait_for() {
+	local deadline=$(( $(date +%s%N) + $1 * 1000000000 ))
+	shift
+	until "$@" >/dev/null 2>&1; do
+		if [ "$(date +%s%N)" -gt "$deadline" ]; then
+			echo "wait_for timed out: $*" >&2
+			return 1
+		fi
+		sleep 0.02
+	done
+}
+
+# start_daemon [ARGS...]: cardbaton-spoold in the background, $DAEMON_PID.
+# Returns once the daemon watches its spool (its "serving" line).
+start_daemon() {
+	local before
+	before=$(grep -c 'serving' "$T/daemon.log" 2>/dev/null || true)
+	cardbaton-spoold --config "$T/config.yaml" "$@" >>"$T/daemon.log" 2>&1 &
+	DAEMON_PID=$!
+	wait_for 10 test "$(grep -c 'serving' "$T/daemon.log" 2>/dev/null)" -gt "${before:-0}"
+}
+
+stop_daemon() {
+	if [ -n "${DAEMON_PID:-}" ]; then
+		kill -TERM "$DAEMON_PID" 2>/dev/null
+		wait "$DAEMON_PID" 2>/dev/null
+		DAEMON_PID=
+	fi
+}
+
+# job_state ID: the job's state from status --json.
+job_state() {
+	cardbaton-status --config "$T/config.yaml" --json "$1" |
+		python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["state"])'
+}
+
+# json EXPR < doc : print a Python expression over the parsed document d.
+json() {
+	python3 -c 'import json,sys; d=json.load(sys.stdin); r=eval(sys.argv[1]); print(r if not isinstance(r,(list,dict)) else json.dumps(r))' "$1"
+}
+
+teardown_common() {
+	stop_daemon
+	# Kill whatever a test left running in its own tree.
+	pkill -KILL -f "$T/" 2>/dev/null || true
+}

@@ -1,0 +1,420 @@
+/*
+ * test_config.c - config.yaml (SPEC §3): fields, defaults, errors, and
+ * where config_load looks.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "spool.h"
+#include "t.h"
+
+static struct cb_err e;
+static char msg[1024];
+
+static int parse_in(const char *text, const char *dir, struct config *c)
+{
+	cb_err_free(&e);
+	e.ex = 0;
+	return config_parse(text, strlen(text), "config.yaml", dir, c, &e);
+}
+
+/* The message a bad config gets; checks EX_CONFIG_ and a zeroed C. */
+static const char *bad(const char *text)
+{
+	struct config c;
+	static const struct config zero;
+
+	if (parse_in(text, "/etc/cb", &c) == 0) {
+		config_free(&c);
+		return "(parsed)";
+	}
+	CHECK(e.ex == EX_CONFIG_);
+	CHECK(memcmp(&c, &zero, sizeof c) == 0);
+	snprintf(msg, sizeof msg, "%s", e.msg ? e.msg : "(no message)");
+	return msg;
+}
+
+static const char example[] =
+	"spool: ./spool                          # relative to the config file\n"
+	"remote_state_dir: ~/.local/state/sshgpu-queue\n"
+	"ssh_command: [ssh, -F, /path/to/ssh_config]\n"
+	"reserve_after_seconds: 600\n"
+	"nodes:\n"
+	"  lab-a:\n"
+	"    ssh: lab-a                          # OpenSSH alias or user@host\n"
+	"    gpus: [0, 1, 2, 3]\n"
+	"    idle_mib: 128\n"
+	"    public_key: ~/.ssh/id_ed25519.pub\n"
+	"  workstation:\n"
+	"    local: true\n"
+	"  u.host_2:\n"
+	"    ssh: alice@gpu2.example.org\n"
+	"    local: false\n"
+	"    gpus: []\n";
+
+static void test_example(void)
+{
+	struct config c;
+	const struct node_conf *n;
+
+	CHECK(parse_in(example, "/etc/cb", &c) == 0);
+	CHECK(c.path == NULL);  /* config_parse does not know the file */
+	CHECK_STR(c.spool, "/etc/cb/spool");
+	CHECK_STR(c.remote_state_dir, "~/.local/state/sshgpu-queue");
+	CHECK(c.nssh_command == 3);
+	if (c.nssh_command == 3) {
+		CHECK_STR(c.ssh_command[0], "ssh");
+		CHECK_STR(c.ssh_command[1], "-F");
+		CHECK_STR(c.ssh_command[2], "/path/to/ssh_config");
+	}
+	CHECK(c.reserve_after_seconds == 600);
+	CHECK(c.nnodes == 3);
+	CHECK((n = config_node(&c, "lab-a")) != NULL);
+	if (n) {
+		CHECK(n == &c.nodes[0]);
+		CHECK_STR(n->ssh, "lab-a");
+		CHECK(!n->local);
+		CHECK(n->has_gpus && n->ngpus == 4 && n->gpus[3] == 3);
+		CHECK(n->idle_mib == 128);
+		CHECK_STR(n->public_key, "~/.ssh/id_ed25519.pub");
+	}
+	CHECK((n = config_node(&c, "workstation")) != NULL);
+	if (n) {
+		CHECK(n->local && n->ssh == NULL && !n->has_gpus && n->gpus == NULL);
+		CHECK(n->idle_mib == DEFAULT_IDLE_MIB);
+		CHECK(n->public_key == NULL);
+	}
+	CHECK((n = config_node(&c, "u.host_2")) != NULL);
+	if (n) {
+		CHECK_STR(n->ssh, "alice@gpu2.example.org");
+		CHECK(!n->local && n->has_gpus && n->ngpus == 0);
+	}
+	CHECK(config_node(&c, "nope") == NULL);
+	CHECK(config_node(&c, "lab") == NULL);
+	config_free(&c);
+	CHECK(c.nodes == NULL && c.spool == NULL && c.nnodes == 0);
+}
+
+static void test_spool_paths(void)
+{
+	static const struct { const char *spool, *dir, *want; } t[] = {
+		{ "spool: ./spool\n", "/etc/cb", "/etc/cb/spool" },
+		{ "spool: spool/\n", "/etc/cb/", "/etc/cb/spool" },
+		{ "spool: ../s//q/./\n", "/a/b", "/a/b/../s/q" },
+		{ "spool: /var/spool/cb/\n", "/a", "/var/spool/cb" },
+		{ "spool: /\n", "/a", "/" },
+		{ "spool: .\n", "/a/b", "/a/b" },
+		{ "spool: ~/q\n", "/a", "/home/tester/q" },
+		{ "spool: '~'\n", "/a", "/home/tester" },   /* plain ~ is null */
+		{ "spool: x\n", "/", "/x" },
+		{ "", "/srv/cb", "/srv/cb/spool" },
+	};
+	char *cwd = getcwd(NULL, 0), *want;
+	struct config c;
+
+	setenv("HOME", "/home/tester", 1);
+	for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
+		char text[256];
+
+		snprintf(text, sizeof text, "%snodes: {n: {local: true}}\n", t[i].spool);
+		CHECK(parse_in(text, t[i].dir, &c) == 0);
+		CHECK_STR(c.spool, t[i].want);
+		config_free(&c);
+	}
+	/* DIR relative, or NULL: against the current directory. */
+	CHECK(parse_in("spool: s\nnodes: {n: {local: true}}\n", "conf", &c) == 0);
+	want = xasprintf("%s/conf/s", cwd);
+	CHECK_STR(c.spool, want);
+	free(want);
+	config_free(&c);
+	CHECK(parse_in("nodes: {n: {local: true}}\n", NULL, &c) == 0);
+	want = xasprintf("%s/spool", cwd);
+	CHECK_STR(c.spool, want);
+	free(want);
+	config_free(&c);
+	free(cwd);
+}
+
+static void test_defaults(void)
+{
+	struct config c;
+
+	CHECK(parse_in("nodes:\n  w:\n    local: true\n", "/d", &c) == 0);
+	CHECK_STR(c.spool, "/d/spool");
+	CHECK_STR(c.remote_state_dir, DEFAULT_REMOTE_STATE_DIR);
+	CHECK(c.nssh_command == 1);
+	if (c.nssh_command == 1)
+		CHECK_STR(c.ssh_command[0], "ssh");
+	CHECK(c.reserve_after_seconds == DEFAULT_RESERVE_AFTER);
+	CHECK(c.nnodes == 1 && c.nodes[0].local && c.nodes[0].idle_mib == DEFAULT_IDLE_MIB);
+	CHECK(!c.nodes[0].has_gpus);
+	config_free(&c);
+
+	CHECK(parse_in("reserve_after_seconds: 0\nnodes: {w: {local: TRUE, idle_mib: 0}}\n", "/d", &c) == 0);
+	CHECK(c.reserve_after_seconds == 0 && c.nodes[0].idle_mib == 0 && c.nodes[0].local == 1);
+	config_free(&c);
+}
+
+static void test_errors(void)
+{
+	/* ssh / local: exactly one. */
+	CHECK_STR(bad("nodes:\n  lab-a:\n    ssh: lab-a\n    local: true\n"),
+		  "config.yaml:2: nodes.lab-a: ssh and local: true are exclusive");
+	CHECK_STR(bad("nodes:\n  lab-a:\n    gpus: [0]\n"),
+		  "config.yaml:2: nodes.lab-a: needs ssh or local: true");
+	CHECK_STR(bad("nodes:\n  lab-a:\n    local: false\n"),
+		  "config.yaml:2: nodes.lab-a: needs ssh or local: true");
+	CHECK_STR(bad("nodes:\n  lab-a: {}\n"), "config.yaml:2: nodes.lab-a: needs ssh or local: true");
+	CHECK_STR(bad("nodes:\n  lab-a:\n"), "config.yaml:2: nodes.lab-a: must be a mapping");
+
+	/* Unknown keys, with the dotted path and the line. */
+	CHECK_STR(bad("nodes:\n  w:\n    local: true\n  lab-a:\n    ssh: x\n    idle: 5\n"),
+		  "config.yaml:6: nodes.lab-a.idle: unknown key");
+	CHECK_STR(bad("nodes: {w: {local: true}}\nspoll: /x\n"), "config.yaml:2: spoll: unknown key");
+
+	/* Types and ranges. */
+	CHECK_STR(bad("nodes:\n  lab-a:\n    ssh: x\n    idle_mib: -1\n"),
+		  "config.yaml:4: nodes.lab-a.idle_mib: must be between 0 and 1048576");
+	CHECK_STR(bad("nodes:\n  lab-a:\n    ssh: x\n    idle_mib: 64MiB\n"),
+		  "config.yaml:4: nodes.lab-a.idle_mib: must be an integer");
+	CHECK_STR(bad("nodes:\n  lab-a:\n    ssh: x\n    gpus: [0, 0]\n"),
+		  "config.yaml:4: nodes.lab-a.gpus[1]: 0 is listed twice");
+	CHECK_STR(bad("nodes:\n  lab-a:\n    ssh: x\n    gpus: [0, 1024]\n"),
+		  "config.yaml:4: nodes.lab-a.gpus[1]: must be between 0 and 1023");
+	CHECK_STR(bad("nodes:\n  w:\n    local: yes\n"),
+		  "config.yaml:3: nodes.w.local: must be true or false");
+	CHECK_STR(bad("nodes:\n  w:\n    local: \"true\"\n"),
+		  "config.yaml:3: nodes.w.local: must be true or false");
+	CHECK_STR(bad("nodes:\n  w:\n    ssh: -oProxyCommand=touch /tmp/x\n"),
+		  "config.yaml:3: nodes.w.ssh: must not begin with '-'");
+	CHECK_STR(bad("nodes:\n  w:\n    ssh: ''\n"), "config.yaml:3: nodes.w.ssh: must not be empty");
+	CHECK_STR(bad("nodes:\n  w:\n    ssh: [a]\n"), "config.yaml:3: nodes.w.ssh: must be a string");
+	CHECK_STR(bad("nodes:\n  bad name:\n    local: true\n"),
+		  "config.yaml:2: nodes.bad name: must be a node name (1 to 64 of A-Z a-z 0-9 . _ -)");
+	CHECK_STR(bad("nodes:\n  w:\n    local: true\n  w:\n    ssh: x\n"),
+		  "config.yaml:4: nodes.w: duplicate key");
+	CHECK_STR(bad("reserve_after_seconds: -5\nnodes: {w: {local: true}}\n"),
+		  "config.yaml:1: reserve_after_seconds: must be between 0 and 315360000");
+	CHECK_STR(bad("ssh_command: ssh -F x\nnodes: {w: {local: true}}\n"),
+		  "config.yaml:1: ssh_command: must be a list");
+	CHECK_STR(bad("ssh_command: []\nnodes: {w: {local: true}}\n"),
+		  "config.yaml:1: ssh_command: must not be empty");
+	CHECK_STR(bad("ssh_command: ['', x]\nnodes: {w: {local: true}}\n"),
+		  "config.yaml:1: ssh_command[0]: must not be empty");
+	CHECK_STR(bad("spool:\nnodes: {w: {local: true}}\n"), "config.yaml:1: spool: must be a string");
+	CHECK_STR(bad("spool: ~\nnodes: {w: {local: true}}\n"), "config.yaml:1: spool: must be a string");
+	CHECK_STR(bad("spool: ''\nnodes: {w: {local: true}}\n"), "config.yaml:1: spool: must not be empty");
+	CHECK_STR(bad("remote_state_dir: 7\nremote_state_dir: 8\nnodes: {w: {local: true}}\n"),
+		  "config.yaml:2: remote_state_dir: duplicate key");
+
+	/* Nodes required. */
+	CHECK_STR(bad("spool: /x\n"), "config.yaml: nodes: missing");
+	CHECK_STR(bad("nodes: {}\n"), "config.yaml:1: nodes: must name at least one node");
+	CHECK_STR(bad("nodes: [a, b]\n"), "config.yaml:1: nodes: must be a mapping");
+	CHECK_STR(bad(""), "config.yaml: empty config file");
+
+	/* The same YAML strictness as job files. */
+	CHECK_STR(bad("nodes: &n {w: {local: true}}\n"), "config.yaml:1: anchors and aliases are not allowed");
+	CHECK_STR(bad("nodes: {w: {local: !!bool true}}\n"), "config.yaml:1: tags are not allowed");
+	CHECK_STR(bad("nodes: {w: {local: true}}\n---\nnodes: {}\n"), "config.yaml:2: more than one document");
+	CHECK(strncmp(bad("nodes:\n  w: {local: true\n"), "config.yaml:3: ", 15) == 0);
+}
+
+/* ---- config_load ---------------------------------------------------------- */
+
+static void put(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	CHECK(fd >= 0);
+	if (fd >= 0) {
+		CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+		close(fd);
+	}
+}
+
+static char *cat(const char *a, const char *b)
+{
+	return xasprintf("%s%s", a, b);
+}
+
+static void test_load(void)
+{
+	char tmpl[] = "/tmp/cb-test-config.XXXXXX", *top, *p, *q, *old_cwd;
+	const char *dirs[] = { "/work", "/work/sub", "/xdg", "/xdg/cardbaton", "/state",
+			       "/home", "/home/.config", "/home/.config/cardbaton" };
+	struct config c;
+
+	old_cwd = getcwd(NULL, 0);
+	CHECK(mkdtemp(tmpl) != NULL);
+	top = realpath(tmpl, NULL);     /* getcwd's spelling of it */
+	CHECK(top != NULL);
+	if (!top)
+		return;
+	for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
+		p = cat(top, dirs[i]);
+		CHECK(mkdir(p, 0700) == 0);
+		free(p);
+	}
+	p = cat(top, "/work");
+	CHECK(chdir(p) == 0);
+	free(p);
+	p = cat(top, "/xdg");
+	setenv("XDG_CONFIG_HOME", p, 1);
+	free(p);
+	p = cat(top, "/state");
+	setenv("XDG_STATE_HOME", p, 1);
+	free(p);
+	p = cat(top, "/home");
+	setenv("HOME", p, 1);
+	free(p);
+
+	/* 1. Nothing anywhere: the embedded default. */
+	CHECK(config_load(NULL, &c, &e) == 0);
+	CHECK(c.path == NULL);
+	p = cat(top, "/state/cardbaton/spool");
+	CHECK_STR(c.spool, p);
+	free(p);
+	CHECK_STR(c.remote_state_dir, DEFAULT_REMOTE_STATE_DIR);
+	CHECK(c.nssh_command == 1 && !strcmp(c.ssh_command[0], "ssh"));
+	CHECK(c.reserve_after_seconds == DEFAULT_RESERVE_AFTER);
+	CHECK(c.nnodes == 1 && config_node(&c, "local") != NULL);
+	if (c.nnodes == 1) {
+		CHECK(c.nodes[0].local && !c.nodes[0].ssh && !c.nodes[0].has_gpus);
+		CHECK(c.nodes[0].idle_mib == DEFAULT_IDLE_MIB);
+	}
+	config_free(&c);
+
+	/* XDG_STATE_HOME unset, or relative (ignored): ~/.local/state. */
+	unsetenv("XDG_STATE_HOME");
+	CHECK(config_load(NULL, &c, &e) == 0);
+	p = cat(top, "/home/.local/state/cardbaton/spool");
+	CHECK_STR(c.spool, p);
+	config_free(&c);
+	setenv("XDG_STATE_HOME", "rel/state", 1);
+	CHECK(config_load(NULL, &c, &e) == 0);
+	CHECK_STR(c.spool, p);
+	free(p);
+	config_free(&c);
+
+	/* 2. $HOME/.config/cardbaton/config.yaml when XDG_CONFIG_HOME is unset. */
+	p = cat(top, "/home/.config/cardbaton/config.yaml");
+	put(p, "nodes: {home-node: {local: true}}\n");
+	unsetenv("XDG_CONFIG_HOME");
+	CHECK(config_load(NULL, &c, &e) == 0);
+	CHECK_STR(c.path, p);
+	CHECK(config_node(&c, "home-node") != NULL);
+	q = cat(top, "/home/.config/cardbaton/spool");
+	CHECK_STR(c.spool, q);
+	free(q);
+	config_free(&c);
+	free(p);
+
+	/* 3. $XDG_CONFIG_HOME/cardbaton/config.yaml wins over that. */
+	p = cat(top, "/xdg");
+	setenv("XDG_CONFIG_HOME", p, 1);
+	free(p);
+	p = cat(top, "/xdg/cardbaton/config.yaml");
+	put(p, "spool: q\nnodes: {xdg-node: {local: true}}\n");
+	CHECK(config_load(NULL, &c, &e) == 0);
+	CHECK_STR(c.path, p);
+	CHECK(config_node(&c, "xdg-node") != NULL);
+	q = cat(top, "/xdg/cardbaton/q");
+	CHECK_STR(c.spool, q);
+	free(q);
+	config_free(&c);
+
+	/* A bad one is an error, not skipped. */
+	put(p, "nodes: {xdg-node: {locale: true}}\n");
+	CHECK(config_load(NULL, &c, &e) == -1);
+	CHECK(e.ex == EX_CONFIG_);
+	q = xasprintf("%s:1: nodes.xdg-node.locale: unknown key", p);
+	CHECK_STR(e.msg, q);
+	free(q);
+	free(p);
+
+	/* 4. ./config.yaml wins over both. */
+	put("config.yaml", "nodes: {cwd-node: {ssh: h}}\n");
+	CHECK(config_load(NULL, &c, &e) == 0);
+	p = cat(top, "/work/config.yaml");
+	CHECK_STR(c.path, p);
+	free(p);
+	CHECK(config_node(&c, "cwd-node") != NULL && config_node(&c, "xdg-node") == NULL);
+	p = cat(top, "/work/spool");
+	CHECK_STR(c.spool, p);
+	free(p);
+	config_free(&c);
+	put("config.yaml", "nodes: {cwd-node: {ssh: h, gpus: x}}\n");
+	CHECK(config_load(NULL, &c, &e) == -1);
+	CHECK_STR(e.msg, "config.yaml:1: nodes.cwd-node.gpus: must be a list");
+
+	/* 5. PATH given wins over everything; spool is relative to it. */
+	put("sub/c.yaml", "spool: data\nnodes: {path-node: {local: true}}\n");
+	CHECK(config_load("sub/c.yaml", &c, &e) == 0);
+	p = cat(top, "/work/sub/c.yaml");
+	CHECK_STR(c.path, p);
+	free(p);
+	p = cat(top, "/work/sub/data");
+	CHECK_STR(c.spool, p);
+	free(p);
+	CHECK(config_node(&c, "path-node") != NULL);
+	config_free(&c);
+
+	/* ...and must exist. */
+	CHECK(config_load("missing.yaml", &c, &e) == -1);
+	CHECK(e.ex == EX_CONFIG_);
+	CHECK_STR(e.msg, "missing.yaml: No such file or directory");
+	CHECK(config_load("sub", &c, &e) == -1);
+	CHECK(e.ex == EX_CONFIG_);
+	CHECK_STR(e.msg, "sub: Is a directory");
+	CHECK(mkfifo("fifo.yaml", 0600) == 0);
+	CHECK(config_load("fifo.yaml", &c, &e) == -1);
+	CHECK_STR(e.msg, "fifo.yaml: not a regular file");
+	{
+		char *big = malloc((1u << 20) + 2);
+
+		memset(big, '#', (1u << 20) + 1);
+		big[(1u << 20) + 1] = '\0';
+		put("big.yaml", big);
+		free(big);
+		CHECK(config_load("big.yaml", &c, &e) == -1);
+		CHECK_STR(e.msg, "big.yaml: larger than 1048576 bytes");
+	}
+
+	/* Clean up. */
+	unlink("config.yaml");
+	unlink("sub/c.yaml");
+	unlink("fifo.yaml");
+	unlink("big.yaml");
+	p = cat(top, "/xdg/cardbaton/config.yaml");
+	unlink(p);
+	free(p);
+	p = cat(top, "/home/.config/cardbaton/config.yaml");
+	unlink(p);
+	free(p);
+	CHECK(chdir(old_cwd) == 0);
+	for (size_t i = sizeof dirs / sizeof *dirs; i-- > 0; ) {
+		p = cat(top, dirs[i]);
+		CHECK(rmdir(p) == 0);
+		free(p);
+	}
+	CHECK(rmdir(top) == 0);
+	free(top);
+	free(old_cwd);
+}
+
+int main(void)
+{
+	test_example();
+	test_spool_paths();
+	test_defaults();
+	test_errors();
+	test_load();
+	cb_err_free(&e);
+	return T_DONE();
+}

@@ -1,0 +1,646 @@
+/*
+ * test_jobfile.c - job files (SPEC §4): fields, errors, JSON forms.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spool.h"
+#include "t.h"
+
+static struct cb_err e;
+static char msg[1024];
+
+/* Parse TEXT (LEN bytes, or strlen when LEN is 0) as "job.yaml". */
+static int parse_n(const char *text, size_t len, struct job_def *jd)
+{
+	cb_err_free(&e);
+	e.ex = 0;
+	return jobdef_parse(text, len ? len : strlen(text), "job.yaml", jd, &e);
+}
+
+static int parse(const char *text, struct job_def *jd)
+{
+	return parse_n(text, 0, jd);
+}
+
+/* The message a bad job file gets ("" when it parsed, which fails the
+ * CHECK_STR it is used in).  Also checks the exit code and that the
+ * job_def was left zeroed. */
+static const char *bad_n(const char *text, size_t len)
+{
+	struct job_def jd;
+	static const struct job_def zero;
+
+	if (parse_n(text, len, &jd) == 0) {
+		jobdef_free(&jd);
+		return "(parsed)";
+	}
+	CHECK(e.ex == EX_DATAERR_);
+	CHECK(memcmp(&jd, &zero, sizeof jd) == 0);
+	snprintf(msg, sizeof msg, "%s", e.msg ? e.msg : "(no message)");
+	return msg;
+}
+
+static const char *bad(const char *text)
+{
+	return bad_n(text, 0);
+}
+
+static int strv_eq(char **a, size_t na, char **b, size_t nb)
+{
+	if (na != nb || (!a) != (!b))
+		return 0;
+	for (size_t i = 0; i < na; i++)
+		if (strcmp(a[i], b[i]))
+			return 0;
+	return 1;
+}
+
+static int opt_eq(const char *a, const char *b)
+{
+	return (!a && !b) || (a && b && !strcmp(a, b));
+}
+
+static int jd_eq(const struct job_def *a, const struct job_def *b)
+{
+	return a->set == b->set && strv_eq(a->argv, a->argc, b->argv, b->argc) &&
+	       opt_eq(a->shell, b->shell) && opt_eq(a->cwd, b->cwd) &&
+	       opt_eq(a->node, b->node) && opt_eq(a->name, b->name) &&
+	       opt_eq(a->resume_command, b->resume_command) &&
+	       a->ngpus == b->ngpus &&
+	       (!a->ngpus || !memcmp(a->gpus, b->gpus, a->ngpus * sizeof *a->gpus)) &&
+	       a->gpu_count == b->gpu_count && a->priority == b->priority &&
+	       a->timeout_seconds == b->timeout_seconds &&
+	       a->checkpoint_grace_seconds == b->checkpoint_grace_seconds &&
+	       strv_eq(a->env, a->nenv, b->env, b->nenv);
+}
+
+static const char full_yaml[] =
+	"# every field\n"
+	"name: \"train r\xc3\xa9sum\xc3\xa9\"\n"
+	"command: [python3, train.py, --lr, \"0.1\", 10, true, '']\n"
+	"cwd: ~/work\n"
+	"node: lab-a\n"
+	"gpus: [0, 2]\n"
+	"gpu_count: 2\n"
+	"priority: -5\n"
+	"timeout_seconds: 3600\n"
+	"resume_command: python3 train.py --resume\n"
+	"checkpoint_grace_seconds: 120\n"
+	"env:\n"
+	"  FOO: bar\n"
+	"  N: 10\n"
+	"  B: false\n"
+	"  _EMPTY: \"\"\n"
+	"  PATHS: a=b:c\n";
+
+static void test_full(void)
+{
+	struct job_def jd;
+
+	CHECK(parse(full_yaml, &jd) == 0);
+	CHECK(jd.set == (JF_COMMAND | JF_CWD | JF_NODE | JF_GPUS | JF_GPU_COUNT | JF_PRIORITY |
+			 JF_TIMEOUT | JF_RESUME | JF_GRACE | JF_ENV | JF_NAME));
+	CHECK_STR(jd.name, "train r\xc3\xa9sum\xc3\xa9");
+	CHECK(jd.argc == 7 && jd.shell == NULL);
+	if (jd.argc == 7) {
+		CHECK_STR(jd.argv[0], "python3");
+		CHECK_STR(jd.argv[2], "--lr");
+		CHECK_STR(jd.argv[3], "0.1");
+		CHECK_STR(jd.argv[4], "10");
+		CHECK_STR(jd.argv[5], "true");
+		CHECK_STR(jd.argv[6], "");
+	}
+	CHECK_STR(jd.cwd, "~/work");
+	CHECK_STR(jd.node, "lab-a");
+	CHECK(jd.ngpus == 2 && jd.gpus[0] == 0 && jd.gpus[1] == 2);
+	CHECK(jd.gpu_count == 2);
+	CHECK(jd.priority == -5);
+	CHECK(jd.timeout_seconds == 3600);
+	CHECK_STR(jd.resume_command, "python3 train.py --resume");
+	CHECK(jd.checkpoint_grace_seconds == 120);
+	CHECK(jd.nenv == 5);
+	if (jd.nenv == 5) {
+		CHECK_STR(jd.env[0], "FOO=bar");
+		CHECK_STR(jd.env[1], "N=10");
+		CHECK_STR(jd.env[2], "B=false");
+		CHECK_STR(jd.env[3], "_EMPTY=");
+		CHECK_STR(jd.env[4], "PATHS=a=b:c");
+	}
+	CHECK(jobdef_gpu_need(&jd) == 2);
+	jobdef_free(&jd);
+	CHECK(jd.argv == NULL && jd.set == 0 && jd.env == NULL);
+}
+
+static void test_commands(void)
+{
+	struct job_def jd;
+
+	CHECK(parse("command:\n  - sh\n  - -c\n  - 'echo \"hi\"; exit 3'\n", &jd) == 0);
+	CHECK(jd.argc == 3 && !jd.shell);
+	if (jd.argc == 3)
+		CHECK_STR(jd.argv[2], "echo \"hi\"; exit 3");
+	/* Defaults of fields not given. */
+	CHECK(jd.set == JF_COMMAND);
+	CHECK(jd.gpu_count == 1 && jd.priority == 0 && jd.timeout_seconds == 0);
+	CHECK(jd.checkpoint_grace_seconds == DEFAULT_GRACE);
+	CHECK(jobdef_gpu_need(&jd) == 1);
+	jobdef_free(&jd);
+
+	CHECK(parse("command: make -j8 && ./run | tee out\n", &jd) == 0);
+	CHECK(jd.argv == NULL && jd.argc == 0);
+	CHECK_STR(jd.shell, "make -j8 && ./run | tee out");
+	jobdef_free(&jd);
+
+	CHECK(parse("command: |\n  for i in 1 2; do\n    echo $i\n  done\n", &jd) == 0);
+	CHECK_STR(jd.shell, "for i in 1 2; do\n  echo $i\ndone\n");
+	jobdef_free(&jd);
+
+	/* A UTF-8 byte order mark is fine; CRLF lines too. */
+	CHECK(parse("\xef\xbb\xbf" "command: [a]\r\ngpu_count: 0\r\n", &jd) == 0);
+	CHECK(jd.gpu_count == 0 && jobdef_gpu_need(&jd) == 0);
+	jobdef_free(&jd);
+	CHECK(parse("\xef\xbb\xbf" "{\"command\": [\"a\"], \"gpu_count\": 0}", &jd) == 0);
+	CHECK(jd.gpu_count == 0 && jobdef_gpu_need(&jd) == 0);
+	jobdef_free(&jd);
+	CHECK_STR(bad("command: [a]\r\n\r\nfoo: 1\r\n"), "job.yaml:3: foo: unknown field");
+	CHECK_STR(bad("\xef\xbb\xbf" "command: [a]\nfoo: 1\n"), "job.yaml:2: foo: unknown field");
+	CHECK_STR(bad("command: [a]\rfoo: 1\r"), "job.yaml:2: foo: unknown field");
+}
+
+static void test_json(void)
+{
+	struct job_def jd;
+	/* As cJSON writes it (\uXXXX for control characters, UTF-8 kept),
+	 * unformatted (no space after ':'), plus escapes other writers
+	 * use: \/ and a surrogate pair. */
+	const char *j =
+		"{\"command\":[\"echo\",\"tab\\there\",\"caf\xc3\xa9 \\u00e9\\u4e2d\","
+		"\"q\\\"uote\\\\ \\/\",\"\\u0001x\",\"\\ud83d\\ude00\"],"
+		"\"env\":{\"A\":\"line\\nbreak\",\"B\":\"\"},\"gpu_count\":0,"
+		"\"priority\":7,\"name\":\"\\u00e9t\\u00e9 \\uD83D\\uDE00\"}";
+
+	CHECK(parse(j, &jd) == 0);
+	CHECK(jd.argc == 6);
+	if (jd.argc == 6) {
+		CHECK_STR(jd.argv[1], "tab\there");
+		CHECK_STR(jd.argv[2], "caf\xc3\xa9 \xc3\xa9\xe4\xb8\xad");
+		CHECK_STR(jd.argv[3], "q\"uote\\ /");
+		CHECK_STR(jd.argv[4], "\x01x");
+		CHECK_STR(jd.argv[5], "\xf0\x9f\x98\x80");
+	}
+	CHECK(jd.nenv == 2);
+	if (jd.nenv == 2) {
+		CHECK_STR(jd.env[0], "A=line\nbreak");
+		CHECK_STR(jd.env[1], "B=");
+	}
+	CHECK(jd.gpu_count == 0 && jd.priority == 7);
+	CHECK_STR(jd.name, "\xc3\xa9t\xc3\xa9 \xf0\x9f\x98\x80");
+	jobdef_free(&jd);
+
+	/* Pretty JSON; errors get JSON lines right too. */
+	CHECK(parse("{\n  \"command\": \"true\",\n  \"gpus\": [3]\n}\n", &jd) == 0);
+	CHECK_STR(jd.shell, "true");
+	CHECK(jd.ngpus == 1 && jd.gpus[0] == 3 && jobdef_gpu_need(&jd) == 1);
+	jobdef_free(&jd);
+	CHECK_STR(bad("{\n  \"command\": \"true\",\n  \"gpus\": [1.5]\n}\n"),
+		  "job.yaml:3: gpus[0]: must be an integer");
+	CHECK_STR(bad("{\n  \"command\": \"true\",\n  \"priority\": \"5\"\n}\n"),
+		  "job.yaml:3: priority: must be an integer");
+	/* A backslash sequence that only looks like a pair in YAML stays. */
+	CHECK(parse("command: ['\\ud83d\\ude00']\n", &jd) == 0);
+	CHECK(jd.argc == 1);
+	if (jd.argc == 1)
+		CHECK_STR(jd.argv[0], "\\ud83d\\ude00");
+	jobdef_free(&jd);
+	/* An escaped backslash before "u..." is no escape. */
+	CHECK(parse("{\"command\": [\"\\\\ud83d\\\\ude00\", \"\\\\\\ud83d\\ude00\"]}", &jd) == 0);
+	CHECK(jd.argc == 2);
+	if (jd.argc == 2) {
+		CHECK_STR(jd.argv[0], "\\ud83d\\ude00");
+		CHECK_STR(jd.argv[1], "\\\xf0\x9f\x98\x80");
+	}
+	jobdef_free(&jd);
+	/* A lone surrogate is still refused (libyaml's message). */
+	CHECK(strstr(bad("{\"command\": [\"\\ud83d\"]}"), "job.yaml:1: ") == msg);
+}
+
+static void test_errors(void)
+{
+	char *big;
+	size_t n;
+
+	/* Syntax errors: libyaml's problem, with its line. */
+	CHECK_STR(bad("command: [a, b\nname: x\n"),
+		  "job.yaml:2: did not find expected ',' or ']' (while parsing a flow sequence on line 1)");
+	CHECK(strncmp(bad("command: [a]\nname: x\n  cwd: y\n"), "job.yaml:3: ", 12) == 0);
+	CHECK(strncmp(bad("command: [a]\nname: x\n\n- y\n"), "job.yaml:4: ", 12) == 0);
+	CHECK(strncmp(bad("command: \"abc\n"), "job.yaml:2: ", 12) == 0);
+
+	CHECK_STR(bad("command: [a]\nfoo: 1\n"), "job.yaml:2: foo: unknown field");
+	CHECK_STR(bad("command: [a]\ngpu_count: two\n"), "job.yaml:2: gpu_count: must be an integer");
+	CHECK_STR(bad("command: [a]\ngpu_count: -1\n"),
+		  "job.yaml:2: gpu_count: must be between 0 and 1024");
+	CHECK_STR(bad("command: [a]\ngpu_count: 1025\n"),
+		  "job.yaml:2: gpu_count: must be between 0 and 1024");
+	CHECK_STR(bad("command: [a]\ngpus: [0, 1, 1]\n"), "job.yaml:2: gpus[2]: 1 is listed twice");
+	CHECK_STR(bad("command: [a]\ngpus:\n  - 0\n  - 1024\n"),
+		  "job.yaml:4: gpus[1]: must be between 0 and 1023");
+	CHECK_STR(bad("command: [a]\ngpus: []\n"), "job.yaml:2: gpus: must not be empty");
+	CHECK_STR(bad("command: [a]\ngpus: 1\n"), "job.yaml:2: gpus: must be a list");
+	CHECK_STR(bad("command: [a]\npriority: 100000000\n"),
+		  "job.yaml:2: priority: must be between -99999999 and 99999999");
+	CHECK_STR(bad("command: [a]\npriority: -100000000\n"),
+		  "job.yaml:2: priority: must be between -99999999 and 99999999");
+	CHECK_STR(bad("command: [a]\npriority: 99999999999999999999999\n"),
+		  "job.yaml:2: priority: must be between -99999999 and 99999999");
+	CHECK_STR(bad("command: [a]\ntimeout_seconds: 1e3\n"),
+		  "job.yaml:2: timeout_seconds: must be an integer");
+	CHECK_STR(bad("command: [a]\ntimeout_seconds: 0x10\n"),
+		  "job.yaml:2: timeout_seconds: must be an integer");
+	CHECK_STR(bad("command: [a]\ntimeout_seconds: 1.0\n"),
+		  "job.yaml:2: timeout_seconds: must be an integer");
+	CHECK_STR(bad("command: [a]\ntimeout_seconds: true\n"),
+		  "job.yaml:2: timeout_seconds: must be an integer");
+	CHECK_STR(bad("command: [a]\ntimeout_seconds: \"60\"\n"),
+		  "job.yaml:2: timeout_seconds: must be an integer");
+	CHECK_STR(bad("command: [a]\ntimeout_seconds: +60\n"),
+		  "job.yaml:2: timeout_seconds: must be an integer");
+	CHECK_STR(bad("command: [a]\ntimeout_seconds: 010\n"),
+		  "job.yaml:2: timeout_seconds: must be an integer without leading zeros");
+	CHECK_STR(bad("command: [a]\ntimeout_seconds: \n"),
+		  "job.yaml:2: timeout_seconds: must be an integer");
+	CHECK_STR(bad("command: [a]\ncheckpoint_grace_seconds: -1\n"),
+		  "job.yaml:2: checkpoint_grace_seconds: must be between 0 and 315360000");
+	CHECK_STR(bad("command: [a]\ncommand: [b]\n"), "job.yaml:2: command: duplicate key");
+	CHECK_STR(bad("command: [a]\nenv: {A: 1, B: 2, A: 3}\n"), "job.yaml:2: env.A: duplicate key");
+
+	/* Empty files and documents. */
+	CHECK_STR(bad(""), "job.yaml: empty job file");
+	CHECK_STR(bad("# nothing here\n\n"), "job.yaml: empty job file");
+	CHECK_STR(bad("---\n"), "job.yaml: empty job file");
+	CHECK_STR(bad("--- ~\n...\n"), "job.yaml: empty job file");
+	CHECK_STR(bad("- a\n- b\n"), "job.yaml:1: top level must be a mapping");
+	CHECK_STR(bad("hello\n"), "job.yaml:1: top level must be a mapping");
+
+	/* Bytes that are not text. */
+	CHECK_STR(bad("command: [\xff\xfe]\n"),
+		  "job.yaml: not valid UTF-8: invalid leading UTF-8 octet (byte 0xff at offset 10)");
+	CHECK(strncmp(bad("command: [caf\xc3]\n"), "job.yaml: not valid UTF-8: ", 27) == 0);
+	CHECK(strncmp(bad("\xff\xd8\xff\xe0" "JFIF"), "job.yaml: not valid UTF-8: ", 27) == 0);
+	CHECK_STR(bad("\x7f" "ELF\x02\x01\x01"),
+		  "job.yaml: control characters are not allowed (U+007F at offset 0)");
+	CHECK_STR(bad("\xff\xfe" "c\x04o\x04"), "job.yaml: not valid UTF-8: UTF-16 byte order mark");
+	CHECK_STR(bad("command: [a\x01]\n"),
+		  "job.yaml: control characters are not allowed (U+0001 at offset 11)");
+	CHECK_STR(bad_n("command: [a]\n\0\n", 15), "job.yaml: contains a NUL byte (offset 13)");
+	CHECK_STR(bad_n("\xff\xfe" "c\0o\0", 6), "job.yaml: contains a NUL byte (offset 3)");
+	CHECK_STR(bad("command: [\"a\\0b\"]\n"), "job.yaml:1: command[0]: must not contain a NUL character");
+	CHECK_STR(bad("{\"command\": [\"a\\u0000b\"]}"),
+		  "job.yaml:1: command[0]: must not contain a NUL character");
+
+	/* Anchors, aliases, tags, several documents, nesting. */
+	CHECK_STR(bad("a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n"
+		      "b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
+		      "c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+		      "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n"
+		      "command: [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n"),
+		  "job.yaml:1: anchors and aliases are not allowed");
+	CHECK_STR(bad("command: [a]\nname: &n x\n"), "job.yaml:2: anchors and aliases are not allowed");
+	CHECK_STR(bad("command: [a]\nname: *n\n"), "job.yaml:2: anchors and aliases are not allowed");
+	CHECK_STR(bad("command: [a]\npriority: !!int 5\n"), "job.yaml:2: tags are not allowed");
+	CHECK_STR(bad("!job\ncommand: [a]\n"), "job.yaml:1: tags are not allowed");
+	CHECK_STR(bad("command: [a]\n---\ncommand: [b]\n"), "job.yaml:2: more than one document");
+	CHECK_STR(bad("command: [a]\n---\n"), "job.yaml:2: more than one document");
+	/* 16 levels (the top mapping and 15 lists) are allowed... */
+	CHECK_STR(bad("command: [[[[[[[[[[[[[[[]]]]]]]]]]]]]]]\n"),
+		  "job.yaml:1: command[0]: must be a string");
+	/* ...17 are not. */
+	CHECK_STR(bad("command: [[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]\n"),
+		  "job.yaml:1: nesting deeper than 16 levels");
+	n = 100000;
+	big = malloc(n * 2 + 32);
+	strcpy(big, "command: ");
+	memset(big + 9, '[', n);
+	strcpy(big + 9 + n, "\n");
+	CHECK_STR(bad(big), "job.yaml:1: nesting deeper than 16 levels");
+
+	/* Sizes. */
+	n = 65536;
+	strcpy(big, "command: [");
+	memset(big + 10, 'x', n);
+	strcpy(big + 10 + n, "]\n");
+	{
+		struct job_def jd;
+
+		CHECK(parse(big, &jd) == 0 && jd.argc == 1 && strlen(jd.argv[0]) == n);
+		jobdef_free(&jd);
+	}
+	strcpy(big, "command: [");
+	memset(big + 10, 'x', n + 1);
+	strcpy(big + 11 + n, "]\n");
+	CHECK_STR(bad(big), "job.yaml:1: value longer than 65536 bytes");
+	free(big);
+	{
+		struct sbuf b = { 0 };
+		struct job_def jd;
+
+		sbuf_addf(&b, "command: [");
+		for (int i = 0; i < 4096; i++)
+			sbuf_addf(&b, "%sa%d", i ? "," : "", i);
+		sbuf_addf(&b, "]\n");
+		CHECK(parse(b.s, &jd) == 0 && jd.argc == 4096);
+		jobdef_free(&jd);
+		b.len -= 2;
+		sbuf_addf(&b, ",z]\n");
+		CHECK_STR(bad(b.s), "job.yaml:1: command: more than 4096 items");
+		sbuf_free(&b);
+
+		sbuf_addf(&b, "command: [a]\nenv:\n");
+		for (int i = 0; i < 4097; i++)
+			sbuf_addf(&b, "  V%d: x\n", i);
+		CHECK_STR(bad(b.s), "job.yaml:3: env: more than 4096 entries");
+		sbuf_free(&b);
+	}
+	big = malloc(JOBFILE_MAX + 2);
+	memset(big, ' ', JOBFILE_MAX + 1);
+	big[JOBFILE_MAX + 1] = '\0';
+	CHECK_STR(bad(big), "job.yaml: larger than 1048576 bytes");
+	free(big);
+
+	/* Field rules. */
+	CHECK_STR(bad("command: []\n"), "job.yaml:1: command: must not be empty");
+	CHECK_STR(bad("command: ''\n"), "job.yaml:1: command: must not be empty");
+	CHECK_STR(bad("command:\n"), "job.yaml:1: command: must be a list of strings or a string");
+	CHECK_STR(bad("command: {a: b}\n"), "job.yaml:1: command: must be a list of strings or a string");
+	CHECK_STR(bad("command: [a, b, c, ~]\n"), "job.yaml:1: command[3]: must be a string");
+	CHECK_STR(bad("command:\n  - a\n  - [b]\n"), "job.yaml:3: command[1]: must be a string");
+	CHECK_STR(bad("command: ['', b]\n"), "job.yaml:1: command[0]: must not be empty");
+	CHECK_STR(bad("command: [a]\ncwd: null\n"), "job.yaml:2: cwd: must be a string");
+	CHECK_STR(bad("command: [a]\ncwd: ''\n"), "job.yaml:2: cwd: must not be empty");
+	CHECK_STR(bad("command: [a]\nresume_command: [a]\n"), "job.yaml:2: resume_command: must be a string");
+	CHECK_STR(bad("command: [a]\nnode: lab a\n"),
+		  "job.yaml:2: node: must be a node name (1 to 64 of A-Z a-z 0-9 . _ -)");
+	CHECK_STR(bad("command: [a]\nnode: -oProxyCommand=x\n"),
+		  "job.yaml:2: node: must be a node name (1 to 64 of A-Z a-z 0-9 . _ -)");
+	CHECK_STR(bad("command: [a]\nnode: -lab\n"), "job.yaml:2: node: must not begin with '-'");
+	CHECK_STR(bad("command: [a]\nname: \"a\\tb\"\n"), "job.yaml:2: name: must not contain control characters");
+	CHECK_STR(bad("command: [a]\nname: \"a\\x85b\"\n"), "job.yaml:2: name: must not contain control characters");
+	{
+		char nm[300 + 40];
+		struct job_def jd;
+
+		strcpy(nm, "command: [a]\nname: ");
+		memset(nm + 19, 'n', 256);
+		strcpy(nm + 19 + 256, "\n");
+		CHECK(parse(nm, &jd) == 0 && strlen(jd.name) == 256);
+		jobdef_free(&jd);
+		strcpy(nm + 19 + 256, "n\n");
+		CHECK_STR(bad(nm), "job.yaml:2: name: longer than 256 bytes");
+	}
+	CHECK_STR(bad("command: [a]\nenv:\n  OK: 1\n  1BAD: x\n"), "job.yaml:4: env.1BAD: not a valid variable name");
+	CHECK_STR(bad("command: [a]\nenv:\n  A-B: x\n"), "job.yaml:3: env.A-B: not a valid variable name");
+	CHECK_STR(bad("command: [a]\nenv:\n  A: [x]\n"), "job.yaml:3: env.A: must be a string");
+	CHECK_STR(bad("command: [a]\nenv:\n  A:\n"), "job.yaml:3: env.A: must be a string");
+	CHECK_STR(bad("command: [a]\nenv: [A=1]\n"), "job.yaml:2: env: must be a mapping");
+	CHECK_STR(bad("command: [a]\nenv: {[x]: 1}\n"), "job.yaml:2: env: keys must be strings");
+	CHECK_STR(bad("command: [a]\n\"a\\nb\": 1\n"), "job.yaml:2: a?b: unknown field");
+
+	/* Whole-job checks. */
+	CHECK_STR(bad("name: x\n"), "job.yaml: command: missing");
+	CHECK_STR(bad("command: [a]\ngpus: [0, 1]\ngpu_count: 1\n"),
+		  "job.yaml: gpu_count: must equal the number of gpus (2)");
+	{
+		struct job_def jd;
+
+		CHECK(parse("command: [a]\ngpus: [4, 5]\ngpu_count: 2\n", &jd) == 0);
+		CHECK(jobdef_gpu_need(&jd) == 2);
+		jobdef_free(&jd);
+	}
+}
+
+static void test_check(void)
+{
+	char *argv[] = { "x" }, *env[] = { "GOOD=1", "1A=b" };
+	struct job_def jd = { 0 };
+
+	CHECK(jobdef_check(&jd, "f", &e) == -1);
+	CHECK_STR(e.msg, "f: command: missing");
+	CHECK(e.ex == EX_DATAERR_);
+	jd.set = JF_COMMAND | JF_ENV;
+	jd.argv = argv;
+	jd.argc = 1;
+	jd.env = env;
+	jd.nenv = 1;
+	CHECK(jobdef_check(&jd, "f", &e) == 0);
+	jd.nenv = 2;
+	CHECK(jobdef_check(&jd, "f", &e) == -1);
+	CHECK_STR(e.msg, "f: env.1A: not a valid variable name");
+	jd.nenv = 0;
+	jd.set |= JF_GPUS | JF_GPU_COUNT;
+	jd.gpus = (int[]){ 1 };
+	jd.ngpus = 1;
+	jd.gpu_count = 1;
+	CHECK(jobdef_check(&jd, "f", &e) == 0);
+	jd.gpu_count = 0;
+	CHECK(jobdef_check(&jd, "f", &e) == -1);
+	CHECK_STR(e.msg, "f: gpu_count: must equal the number of gpus (1)");
+
+	/* jobdef_gpu_need. */
+	jd = (struct job_def){ 0 };
+	CHECK(jobdef_gpu_need(&jd) == 1);
+	jd.set = JF_GPU_COUNT;
+	jd.gpu_count = 4;
+	CHECK(jobdef_gpu_need(&jd) == 4);
+	jd.gpu_count = 0;
+	CHECK(jobdef_gpu_need(&jd) == 0);
+	jd.set = JF_GPUS | JF_GPU_COUNT;
+	jd.gpus = (int[]){ 1, 2, 3 };
+	jd.ngpus = 3;
+	CHECK(jobdef_gpu_need(&jd) == 3);
+}
+
+static void test_round_trip(void)
+{
+	static const char *const docs[] = {
+		full_yaml,
+		"command: 'echo \"$HOME\" | tr a-z A-Z'\ngpu_count: 0\n",
+		"command: [\"\\u0001\\u001f\\t\\n\", \"\\\\\", \"\\\"\", \"\xe2\x82\xac\", \"\xf0\x9f\x98\x80\"]\n"
+		"name: \"\xe4\xb8\xad\\\\\"\nenv: {X: \"\\r\\n\", Y: '\\u00e9'}\n",
+		"command: [a]\npriority: -99999999\ntimeout_seconds: 315360000\n"
+		"checkpoint_grace_seconds: 0\ngpus: [1023, 0]\n",
+	};
+
+	for (size_t i = 0; i < sizeof docs / sizeof *docs; i++) {
+		struct job_def a, b, c;
+		cJSON *o, *o2;
+		char *text, *flat;
+
+		CHECK(parse(docs[i], &a) == 0);
+		o = jobdef_to_json(&a);
+		CHECK(o != NULL);
+		text = cJSON_Print(o);
+		flat = cJSON_PrintUnformatted(o);
+		CHECK(text && flat);
+		/* text -> jobdef_parse */
+		CHECK(parse(text, &b) == 0);
+		CHECK(jd_eq(&a, &b));
+		jobdef_free(&b);
+		CHECK(parse(flat, &b) == 0);
+		CHECK(jd_eq(&a, &b));
+		/* jobdef_from_json(jobdef_to_json(x)) */
+		CHECK(jobdef_from_json(o, &c) == 0);
+		CHECK(jd_eq(&a, &c));
+		o2 = jobdef_to_json(&c);
+		{
+			char *t2 = cJSON_Print(o2);
+
+			CHECK_STR(t2, text);
+			free(t2);
+		}
+		cJSON_Delete(o2);
+		free(text);
+		free(flat);
+		cJSON_Delete(o);
+		jobdef_free(&a);
+		jobdef_free(&b);
+		jobdef_free(&c);
+	}
+
+	/* What the JSON looks like: only the fields given, job.yaml names. */
+	{
+		struct job_def a;
+		cJSON *o;
+		char *t;
+
+		CHECK(parse("command: [a, b]\nenv: {K: v}\npriority: 3\n", &a) == 0);
+		o = jobdef_to_json(&a);
+		t = cJSON_PrintUnformatted(o);
+		CHECK_STR(t, "{\"command\":[\"a\",\"b\"],\"priority\":3,\"env\":{\"K\":\"v\"}}");
+		free(t);
+		cJSON_Delete(o);
+		jobdef_free(&a);
+		CHECK(parse("command: x y\n", &a) == 0);
+		o = jobdef_to_json(&a);
+		t = cJSON_PrintUnformatted(o);
+		CHECK_STR(t, "{\"command\":\"x y\"}");
+		free(t);
+		cJSON_Delete(o);
+		jobdef_free(&a);
+	}
+}
+
+static int from(const char *json)
+{
+	struct job_def jd, zero = { 0 };
+	cJSON *o = cJSON_Parse(json);
+	int r;
+
+	errno = 0;
+	r = jobdef_from_json(o, &jd);
+	if (r < 0) {
+		CHECK(errno == EINVAL);
+		CHECK(memcmp(&jd, &zero, sizeof jd) == 0);
+	}
+	jobdef_free(&jd);
+	cJSON_Delete(o);
+	return r;
+}
+
+static void test_from_json(void)
+{
+	struct job_def jd;
+
+	CHECK(from("{}") == 0);
+	CHECK(from("{\"command\":[\"a\"],\"gpus\":[0,1],\"env\":{\"A\":\"1\"}}") == 0);
+	CHECK(from("[]") == -1);
+	CHECK(from("\"x\"") == -1);
+	CHECK(from("{\"command\":5}") == -1);
+	CHECK(from("{\"command\":[]}") == -1);
+	CHECK(from("{\"command\":[\"\"]}") == -1);
+	CHECK(from("{\"command\":\"\"}") == -1);
+	CHECK(from("{\"command\":[\"a\",1]}") == -1);
+	CHECK(from("{\"command\":[\"a\"],\"bogus\":1}") == -1);
+	CHECK(from("{\"command\":[\"a\"],\"command\":[\"b\"]}") == -1);
+	CHECK(from("{\"priority\":1.5}") == -1);
+	CHECK(from("{\"priority\":\"1\"}") == -1);
+	CHECK(from("{\"priority\":1e300}") == -1);
+	CHECK(from("{\"priority\":100000000}") == -1);
+	CHECK(from("{\"priority\":-99999999}") == 0);
+	CHECK(from("{\"gpu_count\":-1}") == -1);
+	CHECK(from("{\"gpus\":[]}") == -1);
+	CHECK(from("{\"gpus\":[1,1]}") == -1);
+	CHECK(from("{\"gpus\":[\"1\"]}") == -1);
+	CHECK(from("{\"gpus\":[1024]}") == -1);
+	CHECK(from("{\"gpus\":3}") == -1);
+	CHECK(from("{\"env\":[]}") == -1);
+	CHECK(from("{\"env\":{\"1A\":\"x\"}}") == -1);
+	CHECK(from("{\"env\":{\"A\":1}}") == -1);
+	CHECK(from("{\"env\":{\"A\":\"x\",\"B\":\"y\",\"A\":\"z\"}}") == -1);
+	CHECK(from("{\"name\":null}") == -1);
+	CHECK(from("{\"node\":\"a b\"}") == -1);
+	CHECK(from("{\"cwd\":true}") == -1);
+	errno = 0;
+	CHECK(jobdef_from_json(NULL, &jd) == -1 && errno == EINVAL);
+	jobdef_free(&jd);
+}
+
+static void test_merge(void)
+{
+	struct job_def dst, src;
+
+	CHECK(parse("command: [a, b]\npriority: 1\nname: base\nenv: {A: '1'}\ngpus: [0]\n", &dst) == 0);
+	CHECK(parse("command: echo over\npriority: 9\nenv: {B: '2', C: '3'}\n"
+		    "timeout_seconds: 60\ngpus: [2, 3]\ncwd: /tmp\n", &src) == 0);
+	CHECK(jobdef_merge(&dst, &src) == 0);
+	CHECK(dst.argv == NULL && dst.argc == 0);
+	CHECK_STR(dst.shell, "echo over");
+	CHECK(dst.priority == 9 && dst.timeout_seconds == 60);
+	CHECK_STR(dst.name, "base");
+	CHECK_STR(dst.cwd, "/tmp");
+	CHECK(dst.nenv == 2);
+	if (dst.nenv == 2) {
+		CHECK_STR(dst.env[0], "B=2");
+		CHECK_STR(dst.env[1], "C=3");
+	}
+	CHECK(dst.ngpus == 2 && dst.gpus[0] == 2 && dst.gpus[1] == 3);
+	CHECK(dst.set == (JF_COMMAND | JF_PRIORITY | JF_NAME | JF_ENV | JF_GPUS | JF_TIMEOUT | JF_CWD));
+	/* Deep copies: SRC can go. */
+	jobdef_free(&src);
+	CHECK_STR(dst.shell, "echo over");
+	CHECK_STR(dst.cwd, "/tmp");
+
+	/* A list command replaces a string one; unset fields are kept. */
+	CHECK(parse("command: [x, y, z]\n", &src) == 0);
+	CHECK(jobdef_merge(&dst, &src) == 0);
+	CHECK(dst.shell == NULL && dst.argc == 3);
+	if (dst.argc == 3)
+		CHECK_STR(dst.argv[2], "z");
+	CHECK(dst.priority == 9);
+	jobdef_free(&src);
+
+	/* Merging into an empty job_def makes a copy. */
+	{
+		struct job_def cp = { .gpu_count = 1, .checkpoint_grace_seconds = DEFAULT_GRACE };
+
+		CHECK(jobdef_merge(&cp, &dst) == 0);
+		CHECK(jd_eq(&cp, &dst));
+		jobdef_free(&cp);
+	}
+	jobdef_free(&dst);
+}
+
+int main(void)
+{
+	test_full();
+	test_commands();
+	test_json();
+	test_errors();
+	test_check();
+	test_round_trip();
+	test_from_json();
+	test_merge();
+	cb_err_free(&e);
+	return T_DONE();
+}

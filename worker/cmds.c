@@ -1,0 +1,393 @@
+/*
+ * cmds.c - the worker's read-mostly commands: gpus, status, watch,
+ * cancel, log (LAYOUT.md section 10).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include "worker.h"
+
+/* ---- gpus -------------------------------------------------------------- */
+
+/* The attempt holding leases/UUID, "" when free.  A held lease whose
+ * file names nobody yet (its holder is between flock and write) reads
+ * as "?": held all the same. */
+static char *lease_holder(const struct wk_state *st, const char *uuid)
+{
+	int fd = -1, r = wk_lock_try(st->leasefd, uuid, LOCK_SH, 0, &fd);
+	char *b;
+	size_t n;
+
+	if (r == 1 || (r < 0 && errno == ENOENT)) {
+		if (fd >= 0)
+			close(fd);
+		return strdup("");
+	}
+	if (r < 0)
+		return NULL;
+	if (wk_read_at(st->leasefd, uuid, 4096, &b, &n) < 0)
+		return strdup("?");
+	b[strcspn(b, "\r\n")] = '\0';
+	if (!*b) {
+		free(b);
+		return strdup("?");
+	}
+	return b;
+}
+
+int cmd_gpus(struct wk_state *st, int argc, char **argv)
+{
+	struct nv_info info;
+	char *err = NULL;
+	size_t i;
+	int rc = 0;
+
+	(void)argv;
+	if (argc != 0)
+		return wk_err(WX_USAGE, "usage: %s [-d STATE_DIR] gpus", PROG);
+	if (nv_query(&info, &err) < 0) {
+		struct wire_rec r = { 0 };
+
+		if (wire_add(&r, "error", err ? err : "nvidia-smi failed") == 0)
+			wk_print(&r);
+		wire_free(&r);
+		rc = wk_err(WX_UNAVAILABLE, "%s", err ? err : "nvidia-smi failed");
+		free(err);
+		return rc;
+	}
+	for (i = 0; i < info.ngpu && rc == 0; i++) {
+		const struct nv_gpu *g = &info.gpu[i];
+		struct wire_rec r = { 0 };
+		char *lease = lease_holder(st, g->uuid);
+
+		if (!lease) {
+			rc = wk_errsys(WX_OSERR, "%s/leases/%s", st->path, g->uuid);
+			break;
+		}
+		/* Memory that nvidia-smi does not report is an empty value:
+		 * never read as a number (and so never as idle). */
+		if (wk_set_ll(&r, "index", g->index) < 0 || wire_add(&r, "uuid", g->uuid) < 0 ||
+		    wire_add(&r, "name", g->name) < 0 ||
+		    (g->mem_used >= 0 ? wk_set_ll(&r, "memory_used_mib", g->mem_used)
+				      : wire_add(&r, "memory_used_mib", "")) < 0 ||
+		    (g->mem_total >= 0 ? wk_set_ll(&r, "memory_total_mib", g->mem_total)
+				       : wire_add(&r, "memory_total_mib", "")) < 0 ||
+		    wk_set_ll(&r, "utilization", g->util) < 0 ||
+		    wk_set_ll(&r, "processes", g->procs) < 0 ||
+		    wire_add(&r, "lease", lease) < 0 || wk_print(&r) < 0)
+			rc = wk_errsys(WX_OSERR, "stdout");
+		free(lease);
+		wire_free(&r);
+	}
+	nv_free(&info);
+	return rc;
+}
+
+/* ---- status ------------------------------------------------------------ */
+
+static int unknown_rec(struct wire_rec *r, const char *id)
+{
+	return wire_add(r, "attempt", id) < 0 || wire_add(r, "state", "unknown") < 0 ? -1 : 0;
+}
+
+int cmd_status(struct wk_state *st, int argc, char **argv)
+{
+	int i, alive, got;
+
+	if (argc < 1)
+		return wk_err(WX_USAGE, "usage: %s [-d STATE_DIR] status ID...", PROG);
+	for (i = 0; i < argc; i++) {
+		struct wire_rec r = { 0 };
+
+		got = wk_attempt_status(st, argv[i], &r, &alive);
+		if (got < 0) {
+			wire_free(&r);
+			return wk_errsys(WX_OSERR, "attempt %s", argv[i]);
+		}
+		if ((got == 0 && unknown_rec(&r, argv[i]) < 0) ||
+		    wire_set(&r, "alive", alive ? "1" : "0") < 0 || wk_print(&r) < 0) {
+			wire_free(&r);
+			return wk_errsys(WX_OSERR, "stdout");
+		}
+		wire_free(&r);
+	}
+	return 0;
+}
+
+/* ---- watch ------------------------------------------------------------- */
+
+/* Print attempts/NAME (an ID.state) if it is there. */
+static int print_state_file(const struct wk_state *st, const char *name)
+{
+	size_t n = strlen(name);
+	char *id;
+	struct wire_rec r = { 0 };
+	int got, rc = 0;
+
+	if (name[0] == '.' || n <= 6 || strcmp(name + n - 6, ".state") != 0)
+		return 0;
+	id = strndup(name, n - 6);
+	if (!id)
+		return -1;
+	if (wk_id_ok(id)) {
+		got = wk_state_read(st, id, &r);
+		/* Gone again (replaced, or removed): its next event will
+		 * say.  A malformed file is skipped, not fatal. */
+		if (got == 1)
+			rc = wk_print(&r);
+	}
+	wire_free(&r);
+	free(id);
+	return rc;
+}
+
+int cmd_watch(struct wk_state *st, int argc, char **argv)
+{
+	int ifd, rc = 0;
+	struct wire_rec r = { 0 };
+	char *att = wk_asprintf("%s/attempts", st->path);
+
+	(void)argv;
+	if (argc != 0) {
+		free(att);
+		return wk_err(WX_USAGE, "usage: %s [-d STATE_DIR] watch", PROG);
+	}
+	signal(SIGPIPE, SIG_IGN);
+	ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	if (ifd < 0 || !att || inotify_add_watch(ifd, att, IN_MOVED_TO | IN_ONLYDIR) < 0) {
+		rc = wk_errsys(WX_OSERR, "inotify %s", att ? att : "attempts");
+		free(att);
+		if (ifd >= 0)
+			close(ifd);
+		return rc;
+	}
+	free(att);
+	if (wire_add(&r, "ready", "1") < 0 || wk_print(&r) < 0) {
+		wire_free(&r);
+		close(ifd);
+		return wk_errsys(WX_OSERR, "stdout");
+	}
+	wire_free(&r);
+	for (;;) {
+		struct pollfd p[2] = { { 0, POLLIN, 0 }, { ifd, POLLIN, 0 } };
+		int pr = poll(p, 2, -1);
+
+		if (pr < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = wk_errsys(WX_OSERR, "poll");
+			break;
+		}
+		if (p[0].revents & (POLLHUP | POLLERR | POLLNVAL))
+			break;
+		if (p[0].revents & POLLIN) {
+			char junk[512];
+			ssize_t n = read(0, junk, sizeof junk);
+
+			if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
+				break;  /* the controller went away */
+		}
+		if (p[1].revents & POLLIN) {
+			char buf[8192] __attribute__((aligned(__alignof__(struct inotify_event))));
+			ssize_t n;
+
+			while ((n = read(ifd, buf, sizeof buf)) > 0) {
+				char *q = buf;
+
+				while (q < buf + n && rc == 0) {
+					struct inotify_event *ev = (struct inotify_event *)q;
+
+					if (ev->mask & IN_Q_OVERFLOW) {
+						/* Events were lost: say so, the
+						 * reader asks status for what
+						 * it follows. */
+						struct wire_rec o = { 0 };
+
+						if (wire_add(&o, "overflow", "1") < 0 || wk_print(&o) < 0)
+							rc = -1;
+						wire_free(&o);
+					} else if (ev->len && print_state_file(st, ev->name) < 0) {
+						rc = -1;
+					}
+					q += sizeof *ev + ev->len;
+				}
+			}
+			if (rc < 0) {
+				rc = errno == EPIPE ? 0 : wk_errsys(WX_OSERR, "stdout");
+				break;
+			}
+		}
+	}
+	close(ifd);
+	return rc;
+}
+
+/* ---- cancel -------------------------------------------------------------- */
+
+int cmd_cancel(struct wk_state *st, int argc, char **argv)
+{
+	const char *id;
+	struct wire_rec r = { 0 };
+	int alive, got, adir, fd, rc;
+	long long until;
+
+	if (argc != 1)
+		return wk_err(WX_USAGE, "usage: %s [-d STATE_DIR] cancel ID", PROG);
+	id = argv[0];
+	got = wk_attempt_status(st, id, &r, &alive);
+	if (got < 0)
+		return wk_errsys(WX_OSERR, "attempt %s", id);
+	if (got == 0)
+		return wk_err(WX_NOINPUT, "unknown attempt %s", id);
+	if (!wk_state_final(wire_get(&r, "state"))) {
+		/* Ask the supervisor (it watches for this file). */
+		adir = openat(st->attfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (adir < 0) {
+			wire_free(&r);
+			return wk_errsys(WX_OSERR, "%s/attempts/%s", st->path, id);
+		}
+		fd = openat(adir, "cancel", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0 || close(fd) < 0) {
+			rc = wk_errsys(WX_OSERR, "%s/attempts/%s/cancel", st->path, id);
+			close(adir);
+			wire_free(&r);
+			return rc;
+		}
+		close(adir);
+		/* Wait for the end: SIGTERM, then SIGKILL KILL_DELAY later. */
+		until = wk_mono_ms() + (KILL_DELAY + 5) * 1000LL;
+		while (!wk_state_final(wire_get(&r, "state")) && wk_mono_ms() < until) {
+			wk_sleep_ms(20);
+			wire_free(&r);
+			got = wk_attempt_status(st, id, &r, &alive);
+			if (got < 0)
+				return wk_errsys(WX_OSERR, "attempt %s", id);
+			if (got == 0 && unknown_rec(&r, id) < 0)
+				return wk_errsys(WX_OSERR, "out of memory");
+		}
+	}
+	rc = wk_print(&r) < 0 ? wk_errsys(WX_OSERR, "stdout") : 0;
+	wire_free(&r);
+	return rc;
+}
+
+/* ---- log ----------------------------------------------------------------- */
+
+/* Copy what FD has now to stdout.  0, or -1 (errno). */
+static int copy_out(int fd)
+{
+	char buf[65536];
+
+	for (;;) {
+		ssize_t n = read(fd, buf, sizeof buf);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (n == 0)
+			return 0;
+		if (wk_write_all(1, buf, (size_t)n) < 0)
+			return -1;
+	}
+}
+
+int cmd_log(struct wk_state *st, int argc, char **argv)
+{
+	const char *id = NULL;
+	int follow = 0, i, alive, got, adir = -1, fd = -1, ifd = -1, rc = 0, final;
+	struct wire_rec r = { 0 };
+	char *adir_path = NULL, *att = NULL;
+
+	for (i = 0; i < argc; i++) {
+		if (strcmp(argv[i], "-f") == 0)
+			follow = 1;
+		else if (!id)
+			id = argv[i];
+		else
+			break;
+	}
+	if (!id || i < argc)
+		return wk_err(WX_USAGE, "usage: %s [-d STATE_DIR] log ID [-f]", PROG);
+	got = wk_attempt_status(st, id, &r, &alive);
+	if (got < 0)
+		return wk_errsys(WX_OSERR, "attempt %s", id);
+	if (got == 0)
+		return wk_err(WX_NOINPUT, "unknown attempt %s", id);
+	final = wk_state_final(wire_get(&r, "state"));
+	wire_free(&r);
+	signal(SIGPIPE, SIG_IGN);
+	adir = openat(st->attfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (adir < 0 && errno != ENOENT)
+		return wk_errsys(WX_OSERR, "%s/attempts/%s", st->path, id);
+	if (follow && !final) {
+		/* The doorbell: the log grows, or a state file is renamed
+		 * into attempts/.  A 1 s poll covers anything missed. */
+		adir_path = wk_asprintf("%s/attempts/%s", st->path, id);
+		att = wk_asprintf("%s/attempts", st->path);
+		ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+		if (ifd < 0 || !adir_path || !att ||
+		    inotify_add_watch(ifd, att, IN_MOVED_TO | IN_ONLYDIR) < 0 ||
+		    (adir >= 0 && inotify_add_watch(ifd, adir_path, IN_MODIFY | IN_CREATE | IN_ONLYDIR) < 0)) {
+			rc = wk_errsys(WX_OSERR, "inotify %s", adir_path ? adir_path : id);
+			goto out;
+		}
+	}
+	for (;;) {
+		if (fd < 0 && adir >= 0) {
+			fd = openat(adir, "log", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+			if (fd < 0 && errno != ENOENT) {
+				rc = wk_errsys(WX_OSERR, "%s/attempts/%s/log", st->path, id);
+				goto out;
+			}
+		}
+		if (fd >= 0 && copy_out(fd) < 0) {
+			rc = errno == EPIPE ? 0 : wk_errsys(WX_OSERR, "copying the log");
+			goto out;
+		}
+		if (!follow || final)
+			break;
+		{
+			struct pollfd p[2] = { { ifd, POLLIN, 0 }, { 1, 0, 0 } };
+			int pr = poll(p, 2, 1000);
+			char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+
+			if (pr < 0 && errno != EINTR) {
+				rc = wk_errsys(WX_OSERR, "poll");
+				goto out;
+			}
+			if (pr > 0 && (p[1].revents & (POLLERR | POLLHUP)))
+				goto out;       /* the reader went away */
+			while (read(ifd, buf, sizeof buf) > 0)
+				;
+		}
+		/* Final (or lost) now?  Then one more copy takes the rest:
+		 * the job's processes are all gone by then. */
+		got = wk_attempt_status(st, id, &r, &alive);
+		if (got < 0) {
+			rc = wk_errsys(WX_OSERR, "attempt %s", id);
+			goto out;
+		}
+		final = got == 0 || wk_state_final(wire_get(&r, "state"));
+		wire_free(&r);
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	if (adir >= 0)
+		close(adir);
+	if (ifd >= 0)
+		close(ifd);
+	free(adir_path);
+	free(att);
+	return rc;
+}

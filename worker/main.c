@@ -1,0 +1,149 @@
+/*
+ * cardbaton-worker - runs on each GPU machine; the controller calls it
+ * (through ssh, or directly for a local node) to list cards, launch,
+ * watch and stop attempts.  spool-layout/LAYOUT.md sections 8-10 are
+ * its specification.
+ *
+ * Design rationale:
+ *
+ *  - libc only, one small program, so that the controller can ship it
+ *    as source and build it anywhere with "cc -std=c11 -D_GNU_SOURCE".
+ *    It speaks the line records of wire.h, not JSON.
+ *  - Every command is one short-lived process except the supervisor
+ *    that launch leaves behind with each job.  It leaves ssh's session
+ *    (setsid, all three standard streams redirected), so the job
+ *    outlives the connection and the controller.
+ *  - Liveness is a lock, never a pid (nq, s6): attempts/ID/lock and
+ *    every leases/UUID are flock()ed by the launcher, inherited by the
+ *    supervisor and by the job, and released by the kernel when the
+ *    last process of the attempt is gone, however it went.  "alive" is
+ *    "the lock is held"; a starting/running state with a free lock is
+ *    a lost attempt.
+ *  - Every state change is one atomic rename of attempts/ID.state
+ *    (write .ID.state.tmp, fsync, rename, fsync the directory), so a
+ *    reader sees a whole record or the previous one, and "watch" is an
+ *    inotify IN_MOVED_TO on attempts/.
+ *  - Launch is idempotent (LAYOUT.md section 8 step 7): mkdir of the
+ *    attempt directory decides who launches; a second launch of the
+ *    same ID answers the existing attempt.  A busy answer leaves no
+ *    trace, so the same ID can be tried again.
+ *  - The supervisor is a subreaper and waits for every descendant
+ *    before it releases the leases and writes the final state: when
+ *    the controller sees the final state, the cards are free.
+ *
+ * Files: main.c (arguments), launch.c (launch and the supervisor),
+ * cmds.c (gpus, status, watch, cancel, log), nvsmi.c (nvidia-smi),
+ * util.c (files, locks, state records).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "worker.h"
+
+static int usage(void)
+{
+	fprintf(stderr,
+		"usage: %s [-d STATE_DIR] version\n"
+		"       %s [-d STATE_DIR] gpus\n"
+		"       %s [-d STATE_DIR] launch < SPEC\n"
+		"       %s [-d STATE_DIR] status ID...\n"
+		"       %s [-d STATE_DIR] watch\n"
+		"       %s [-d STATE_DIR] cancel ID\n"
+		"       %s [-d STATE_DIR] log ID [-f]\n",
+		PROG, PROG, PROG, PROG, PROG, PROG, PROG);
+	return WX_USAGE;
+}
+
+static const struct {
+	const char *name;
+	int (*fn)(struct wk_state *, int, char **);
+} commands[] = {
+	{ "gpus", cmd_gpus },
+	{ "launch", cmd_launch },
+	{ "status", cmd_status },
+	{ "watch", cmd_watch },
+	{ "cancel", cmd_cancel },
+	{ "log", cmd_log },
+};
+
+int main(int argc, char **argv)
+{
+	const char *dir = DEFAULT_STATE_DIR, *cmd = NULL;
+	char **args;
+	int nargs = 0, i, rc;
+	size_t c;
+	struct wk_state st;
+	char *why = NULL;
+
+	/* "-d DIR" may come before or after the command (the controller
+	 * writes "gpus -d STATE"); everything else goes to the command,
+	 * and everything after "--" too (an attempt ID may begin with
+	 * '-'). */
+	args = calloc((size_t)argc + 1, sizeof *args);
+	if (!args)
+		return wk_errsys(WX_OSERR, "out of memory");
+	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0) {
+			for (i++; i < argc; i++) {
+				if (!cmd)
+					cmd = argv[i];
+				else
+					args[nargs++] = argv[i];
+			}
+			break;
+		}
+		if (strcmp(argv[i], "-d") == 0) {
+			if (i + 1 >= argc || argv[i + 1][0] == '\0') {
+				free(args);
+				return usage();
+			}
+			dir = argv[++i];
+		} else if (!cmd && (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)) {
+			free(args);
+			usage();
+			return 0;
+		} else if (!cmd && argv[i][0] == '-') {
+			free(args);
+			return usage();
+		} else if (!cmd) {
+			cmd = argv[i];
+		} else {
+			args[nargs++] = argv[i];
+		}
+	}
+	if (!cmd) {
+		free(args);
+		return usage();
+	}
+	if (strcmp(cmd, "version") == 0) {
+		struct wire_rec r = { 0 };
+
+		rc = nargs ? usage() : 0;
+		if (rc == 0 && (wire_add(&r, "version", WORKER_VERSION) < 0 || wk_print(&r) < 0))
+			rc = wk_errsys(WX_OSERR, "stdout");
+		wire_free(&r);
+		free(args);
+		return rc;
+	}
+	for (c = 0; c < sizeof commands / sizeof commands[0]; c++)
+		if (strcmp(cmd, commands[c].name) == 0)
+			break;
+	if (c == sizeof commands / sizeof commands[0]) {
+		wk_err(WX_USAGE, "unknown command %s", cmd);
+		free(args);
+		return usage();
+	}
+	if (wk_state_open(&st, dir, &why) < 0) {
+		rc = wk_err(WX_OSERR, "%s", why ? why : strerror(errno));
+		free(why);
+		wk_state_close(&st);
+		free(args);
+		return rc;
+	}
+	rc = commands[c].fn(&st, nargs, args);
+	wk_state_close(&st);
+	free(args);
+	return rc;
+}

@@ -1,0 +1,170 @@
+/*
+ * worker.h - the parts of cardbaton-worker shared between its source
+ * files.  libc only (see main.c for the design).
+ */
+#ifndef CARDBATON_WORKER_H
+#define CARDBATON_WORKER_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Built inside the repository with -Ispool-layout, from a flat copy of
+ * the worker's sources with wire.c and wire.h (make install), or from
+ * the repository root with nothing but
+ *     cc -std=c11 -D_GNU_SOURCE worker/[a-z]*.c spool-layout/wire.c */
+#if defined(__has_include)
+#if __has_include("wire.h")
+#include "wire.h"
+#else
+#include "../spool-layout/wire.h"
+#endif
+#else
+#include "wire.h"
+#endif
+
+#define WORKER_VERSION "0.1.0"
+#define PROG "cardbaton-worker"
+#define DEFAULT_STATE_DIR "~/.local/state/sshgpu-queue"
+
+/* Seconds between SIGTERM and SIGKILL when the supervisor stops a job's
+ * processes (cancel, timeout, and leftovers after the main process
+ * exited).  A job that exits on SIGTERM is never made to wait for it. */
+#define KILL_DELAY 10
+
+/* nvidia-smi gets this long to answer, and this much output. */
+#define NVSMI_TIMEOUT_MS 10000
+#define NVSMI_MAX_OUTPUT (1u << 20)
+
+/* How long launch waits for another launcher of the same attempt to
+ * write its state file (LAYOUT.md section 8, step 7). */
+#define LAUNCH_WAIT_MS 5000
+
+/* sysexits(3) codes, spelt out (no <sysexits.h> on some libcs). */
+enum {
+	WX_OK = 0,
+	WX_USAGE = 64,
+	WX_DATAERR = 65,        /* bad launch spec */
+	WX_NOINPUT = 66,        /* unknown attempt */
+	WX_UNAVAILABLE = 69,    /* nvidia-smi failed or absent */
+	WX_OSERR = 71,
+	WX_TEMPFAIL = 75,       /* cards busy */
+};
+
+/* ---- util.c ---------------------------------------------------------- */
+
+/* Print "cardbaton-worker: MSG" (wk_errsys: ": strerror(errno)" added)
+ * on stderr and return EX, so that commands can `return wk_err(...)`. */
+int wk_err(int ex, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int wk_errsys(int ex, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* malloc'd formatted string, or NULL (ENOMEM). */
+char *wk_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+long long wk_now_ms(void);      /* wall clock, ms since the epoch */
+long long wk_mono_ms(void);     /* CLOCK_MONOTONIC, ms */
+void wk_sleep_ms(long ms);
+
+/* write/read whole buffers, retrying on EINTR and short counts. */
+int wk_write_all(int fd, const void *p, size_t n);
+/* Read FD to EOF into a malloc'd NUL-terminated buffer; -1 with
+ * errno EFBIG when it holds more than MAX bytes. */
+int wk_read_fd(int fd, size_t max, char **out, size_t *len);
+/* Same for DIRFD/NAME, opened O_NOFOLLOW.  -1 with errno (ENOENT). */
+int wk_read_at(int dirfd, const char *name, size_t max, char **out, size_t *len);
+/* Write DIRFD/NAME atomically through DIRFD/TMPNAME: create, write,
+ * fsync, close, rename, fsync DIRFD.  0 or -1 with errno. */
+int wk_atomic_write(int dirfd, const char *tmpname, const char *name,
+		    const void *buf, size_t len);
+
+/* "~" and "~/x" against $HOME (or the password file); other paths
+ * copied.  Relative results are made absolute when ABS is set. */
+char *wk_expand_path(const char *path, int abs);
+
+/* The node state directory (LAYOUT.md section 8), created 0700 when
+ * missing, opened as directory fds. */
+struct wk_state {
+	char *path;     /* absolute */
+	int fd, attfd, leasefd;
+};
+int wk_state_open(struct wk_state *st, const char *dir, char **why);
+void wk_state_close(struct wk_state *st);
+
+/* An attempt ID: [0-9a-f-]{1,64}. */
+int wk_id_ok(const char *id);
+
+/* attempts/ID.state: 1 and R filled, 0 when there is none, -1 with
+ * errno (EINVAL: the file is malformed). */
+int wk_state_read(const struct wk_state *st, const char *id, struct wire_rec *r);
+/* Replace attempts/ID.state atomically (through .ID.state.tmp). */
+int wk_state_write(const struct wk_state *st, const char *id, const struct wire_rec *r);
+/* succeeded failed cancelled lost (and, later, paused). */
+int wk_state_final(const char *state);
+
+/* Try to take DIRFD/NAME with flock(HOW|LOCK_NB) on a fresh open
+ * (created when CREATE).  1: taken, *fdp holds it; 0: held by another;
+ * -1: error (ENOENT: no such file, without CREATE). */
+int wk_lock_try(int dirfd, const char *name, int how, int create, int *fdp);
+
+/*
+ * The state of attempt ID as status reports it (LAYOUT.md section 8):
+ * *alive is set from attempts/ID/lock.  A state file that says starting
+ * or running while the lock is free is rewritten, under that lock, as
+ * lost.  A directory with a held lock and no state file yet reads as
+ * starting.  1: R filled; 0: unknown attempt; -1: error (errno).
+ */
+int wk_attempt_status(const struct wk_state *st, const char *id,
+		      struct wire_rec *r, int *alive);
+
+/* wire_set of a decimal number. */
+int wk_set_ll(struct wire_rec *r, const char *key, long long v);
+
+/* Print R on stdout and flush.  0 or -1 (errno). */
+int wk_print(const struct wire_rec *r);
+
+/* "SIGKILL" etc., or NULL. */
+const char *wk_signame(int sig);
+
+/* ---- nvsmi.c --------------------------------------------------------- */
+
+struct nv_gpu {
+	long long index;
+	char *uuid;
+	char *name;
+	long long mem_used, mem_total;  /* MiB; -1 when not reported */
+	long long util;                 /* percent; 0 when not reported */
+	int procs;                      /* compute apps on this card */
+};
+
+struct nv_info {
+	struct nv_gpu *gpu;
+	size_t ngpu;
+	size_t napps;                   /* compute apps seen in all */
+};
+
+/*
+ * Parse the output of --query-gpu=index,uuid,memory.used,memory.total,
+ * utilization.gpu,name --format=csv,noheader,nounits (BUF[0..LEN), not
+ * NUL-terminated) and add the cards to INFO; then the output of
+ * --query-compute-apps=gpu_uuid,pid,used_memory and count each card's
+ * processes.  0, or -1 with *err (malloc'd) naming the bad line.
+ * These are the fuzz targets: no I/O, any bytes in.
+ */
+int nv_parse_gpus(const char *buf, size_t len, struct nv_info *info, char **err);
+int nv_parse_apps(const char *buf, size_t len, struct nv_info *info, char **err);
+
+/* Run nvidia-smi twice (cards, then compute apps) and parse.  0, or -1
+ * with *err (malloc'd, one line). */
+int nv_query(struct nv_info *info, char **err);
+void nv_free(struct nv_info *info);
+const struct nv_gpu *nv_find_index(const struct nv_info *info, long long index);
+
+/* ---- the commands ----------------------------------------------------- */
+
+int cmd_gpus(struct wk_state *st, int argc, char **argv);
+int cmd_launch(struct wk_state *st, int argc, char **argv);
+int cmd_status(struct wk_state *st, int argc, char **argv);
+int cmd_watch(struct wk_state *st, int argc, char **argv);
+int cmd_cancel(struct wk_state *st, int argc, char **argv);
+int cmd_log(struct wk_state *st, int argc, char **argv);
+
+#endif
