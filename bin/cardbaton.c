@@ -139,7 +139,8 @@ int main(int argc, char **argv)
 			die(EX_USAGE_, "--config: empty path");
 	}
 	if (i >= argc) {
-		usage(stderr);
+		fprintf(stderr, "usage: %s [--config PATH] [-h|--help] [--version] COMMAND [ARGS...]\n",
+			prog);
 		return EX_USAGE_;
 	}
 	cmd = argv[i++];
@@ -176,7 +177,7 @@ int main(int argc, char **argv)
 	}
 	execvp(tool, nargv);
 	if (errno == ENOENT)
-		die(EX_UNAVAILABLE_, "'%s' is not available: no %s beside %s%s or on PATH",
-		    cmd, tool, dir ? dir : "this program", dir ? "/" : "");
+		die(EX_UNAVAILABLE_, "'%s' is not available: no %s in %s or on PATH",
+		    cmd, tool, dir ? dir : "this program's directory");
 	die(EX_OSERR_, "%s: %s", tool, strerror(errno));
 }

@@ -544,10 +544,10 @@ int ctl_parse_name(const char *name, long long *id, enum ctl_op *op)
 }
 
 int spool_reject(struct spool *sp, enum spool_dir from, const char *name,
-		 long long seq, const char *why, struct cb_err *err)
+		 const char *orig, long long seq, const char *why, struct cb_err *err)
 {
 	char *pn = name_plain(seq), *rn = xasprintf("%010lld.reason", seq);
-	char *body = xasprintf("original name: %s\nreason: %s\n", name, why);
+	char *body = xasprintf("original name: %s\nreason: %s\n", orig, why);
 	int r = -1;
 
 	if (!pn || !rn || !body) {

@@ -412,12 +412,12 @@ int spool_ctl(struct spool *sp, long long id, enum ctl_op op, long long arg,
 	      struct cb_err *err);
 int ctl_parse_name(const char *name, long long *id, enum ctl_op *op);
 
-/* Reject new/NAME (or incoming/NAME): move it into rejected/ as
- * "<seq>.job" beside "<seq>.reason" holding "original name: NAME\n"
- * and "reason: WHY\n".  Works for symlinks, directories and FIFOs (it
- * only renames). */
+/* Reject FROM/NAME (a submission first dropped as ORIG): move it into
+ * rejected/ as "<seq>.job" beside "<seq>.reason" holding "original
+ * name: ORIG\n" and "reason: WHY\n".  Works for symlinks, directories
+ * and FIFOs (it only renames). */
 int spool_reject(struct spool *sp, enum spool_dir from, const char *name,
-		 long long seq, const char *why, struct cb_err *err);
+		 const char *orig, long long seq, const char *why, struct cb_err *err);
 
 /* ---- node.c: running cardbaton-worker on a node ---------------------- */
 

@@ -122,7 +122,7 @@ static void reject(struct daemon *d, const char *in, long long seq, const char *
 	struct cb_err err = { 0 };
 
 	logmsg("rejected %s: %s", orig, why);
-	if (spool_reject(&d->sp, SD_INCOMING, in, seq, why, &err) < 0) {
+	if (spool_reject(&d->sp, SD_INCOMING, in, orig, seq, why, &err) < 0) {
 		logmsg("%s", err.msg);
 		cb_err_free(&err);
 	}

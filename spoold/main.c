@@ -377,7 +377,8 @@ static int ino_setup(struct daemon *d, int *wd_new, int *wd_ctl)
 	pn = xasprintf("%s/new", d->sp.path);
 	pc = xasprintf("%s/ctl", d->sp.path);
 	if (!pn || !pc ||
-	    (*wd_new = inotify_add_watch(fd, pn, IN_MOVED_TO | IN_CLOSE_WRITE | IN_ONLYDIR | IN_DONT_FOLLOW)) < 0 ||
+	    (*wd_new = inotify_add_watch(fd, pn, IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE |
+					 IN_ONLYDIR | IN_DONT_FOLLOW)) < 0 ||
 	    (*wd_ctl = inotify_add_watch(fd, pc, IN_MOVED_TO | IN_CLOSE_WRITE | IN_ONLYDIR | IN_DONT_FOLLOW)) < 0) {
 		int saved = errno;
 
@@ -392,6 +393,15 @@ static int ino_setup(struct daemon *d, int *wd_new, int *wd_ctl)
 	return fd;
 }
 
+/* A regular file just created in new/ is still being written (by a
+ * writer that skipped tmp/): wait for its close or rename. */
+static int created_regular(struct daemon *d, const char *name)
+{
+	struct stat st;
+
+	return fstatat(d->sp.dir[SD_NEW], name, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISREG(st.st_mode);
+}
+
 static void ino_read(struct daemon *d, int fd, int wd_new, int wd_ctl)
 {
 	char buf[65536] __attribute__((aligned(__alignof__(struct inotify_event))));
@@ -404,8 +414,10 @@ static void ino_read(struct daemon *d, int fd, int wd_new, int wd_ctl)
 
 			if (ev->mask & IN_Q_OVERFLOW)
 				rescan = 1;
-			else if (ev->len && ev->wd == wd_new)
+			else if (ev->len && ev->wd == wd_new && !(ev->mask & IN_CREATE))
 				accept_new(d, ev->name);
+			else if (ev->len && ev->wd == wd_new && !created_regular(d, ev->name))
+				accept_new(d, ev->name);  /* a symlink, directory, FIFO: to reject */
 			else if (ev->len && ev->wd == wd_ctl)
 				apply_ctl(d, ev->name);
 			p += sizeof *ev + ev->len;

@@ -138,7 +138,7 @@ final() {
 @test "jobs outlive the daemon, and a restarted daemon relaunches nothing" {
 	start_daemon
 	id=$(sub -- sh -c 'echo run >> "$0"; sleep 2' "$T/runs")
-	wait_for 10 test "$(state "$id")" = running
+	wait_for 10 '[ "$(state "$id")" = running ]'
 	kill -9 "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null || true; DAEMON_PID=
 	sleep 0.3
 	grep -q run "$T/runs"
@@ -172,7 +172,7 @@ final() {
 	done
 	# And each job has one record.
 	[ "$(ls "$T/spool/done" | wc -l)" -eq 24 ]
-	[ -z "$(ls "$T/spool/queued" "$T/spool/running" "$T/spool/incoming")" ]
+	[ -z "$(ls -A "$T/spool/queued")$(ls -A "$T/spool/running")$(ls -A "$T/spool/incoming")" ]
 }
 
 @test "bad job files dropped into new/ are rejected with a reason; the daemon serves on" {
@@ -188,7 +188,7 @@ final() {
 	head -c $((10 * 1024 * 1024)) /dev/zero | tr '\0' 'x' > "$T/tmp.job"; mv "$T/tmp.job" "$n/huge.job"
 	mkdir "$n/dir.job"
 	mkfifo "$n/fifo.job"
-	wait_for 10 test "$(ls "$T/spool/rejected" | grep -c reason)" -eq 10
+	wait_for 10 '[ "$(ls "$T/spool/rejected" | grep -c reason)" -eq 10 ]'
 	for f in "$T"/spool/rejected/*.reason; do
 		grep -q '^original name: ' "$f"
 		grep -q '^reason: ' "$f"
@@ -230,8 +230,8 @@ final() {
 	printf '{"command": ["true"], "priority": 3}\n' > "$T/a"; mv "$T/a" "$T/spool/new/from-a-script.job"
 	printf 'command: [true]\n' > "$T/a"; mv "$T/a" "$T/spool/new/.hidden.job"
 	printf 'command: [true]\n' > "$T/a"; mv "$T/a" "$T/spool/new/notes.txt"
-	wait_for 10 test -z "$(ls "$T/spool/new" | grep from-a-script)"
-	wait_for 10 test "$(ls "$T/spool/done" | wc -l)" -eq 1
+	wait_for 10 '! ls "$T/spool/new" | grep -q from-a-script'
+	wait_for 10 '[ "$(ls "$T/spool/done" | wc -l)" -eq 1 ]'
 	[ -e "$T/spool/new/.hidden.job" ]
 	[ -e "$T/spool/new/notes.txt" ]
 }
@@ -261,10 +261,10 @@ final() {
 	wait_for 10 test -s "$T/child"
 	[ "$(state "$q_id")" = queued ]
 	cardbaton-cancel --config "$C" "$q_id"
-	wait_for 10 test "$(state "$q_id")" = cancelled
+	wait_for 10 '[ "$(state "$q_id")" = cancelled ]'
 	child=$(cat "$T/child")
 	cardbaton-cancel --config "$C" "$run_id"
-	wait_for 15 test "$(state "$run_id")" = cancelled
+	wait_for 15 '[ "$(state "$run_id")" = cancelled ]'
 	! kill -0 "$child" 2>/dev/null
 	[ "$(st --json "$run_id" | json 'd["jobs"][0]["reason"]')" = "cancelled by user" ]
 }
@@ -289,6 +289,6 @@ final() {
 		printf 'command: [true]\ngpu_count: 0\n' > "$T/a"; mv "$T/a" "$T/spool/new/j$i.job"
 	done
 	kill -CONT "$DAEMON_PID"
-	wait_for 20 test "$(ls "$T/spool/done" | wc -l)" -eq 40
+	wait_for 20 '[ "$(ls "$T/spool/done" | wc -l)" -eq 40 ]'
 	grep -q overflow "$T/daemon.log"
 }

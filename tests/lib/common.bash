@@ -42,11 +42,13 @@ fake_apps() {
 	mv "$FAKE_GPU_DIR/.apps.csv.tmp" "$FAKE_GPU_DIR/apps.csv"
 }
 
-# wait_for SECONDS CMD... : run CMD every 20 ms until it succeeds.
+# wait_for SECONDS 'CONDITION' : evaluate the shell CONDITION every 20 ms
+# until it succeeds.  Single-quote it so that $(...) in it is run anew
+# each time: wait_for 10 '[ "$(state "$id")" = running ]'.
 wait_for() {
 	local deadline=$(( $(date +%s%N) + $1 * 1000000000 ))
 	shift
-	until "$@" >/dev/null 2>&1; do
+	until eval "$*" >/dev/null 2>&1; do
 		if [ "$(date +%s%N)" -gt "$deadline" ]; then
 			echo "wait_for timed out: $*" >&2
 			return 1
@@ -62,7 +64,7 @@ start_daemon() {
 	before=$(grep -c 'serving' "$T/daemon.log" 2>/dev/null || true)
 	cardbaton-spoold --config "$T/config.yaml" "$@" >>"$T/daemon.log" 2>&1 &
 	DAEMON_PID=$!
-	wait_for 10 test "$(grep -c 'serving' "$T/daemon.log" 2>/dev/null)" -gt "${before:-0}"
+	wait_for 10 '[ "$(grep -c serving "$T/daemon.log")" -gt "${before:-0}" ]'
 }
 
 stop_daemon() {
@@ -85,6 +87,9 @@ json() {
 }
 
 teardown_common() {
+	if [ -z "${BATS_TEST_COMPLETED:-}" ] && [ -s "$T/daemon.log" ]; then
+		{ echo "# --- $T/daemon.log"; sed 's/^/# /' "$T/daemon.log"; } >&3
+	fi
 	stop_daemon
 	# Kill whatever a test left running in its own tree.
 	pkill -KILL -f "$T/" 2>/dev/null || true

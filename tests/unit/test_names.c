@@ -107,6 +107,7 @@ static void records(void)
 	a->started = 1764400001000LL;
 	a->finished = 1764400002500LL;
 	a->reason = strdup("exit status 3");
+	j.finished = a->finished;
 
 	text = job_to_json(&j);
 	CHECK(text != NULL);

@@ -1,0 +1,640 @@
+#!/usr/bin/env bats
+# worker.bats - cardbaton-worker driven directly, as the controller does
+# (LAYOUT.md sections 8-10): real processes, real locks, real inotify;
+# only nvidia-smi is the fake from tests/fake-nvidia-smi.
+
+load ../lib/common
+
+# A hung test must not hang the suite (a worker holding the launcher's
+# stdout would make `run` wait forever).
+export BATS_TEST_TIMEOUT=${BATS_TEST_TIMEOUT:-60}
+
+U0=GPU-00000000-0000-0000-0000-000000000000
+U1=GPU-11111111-1111-1111-1111-111111111111
+U2=GPU-22222222-2222-2222-2222-222222222222
+U3=GPU-33333333-3333-3333-3333-333333333333
+
+setup() {
+	setup_common
+}
+
+teardown() {
+	kill_attempt_procs
+	teardown_common
+}
+
+# ---- helpers ----------------------------------------------------------------
+
+# kill_attempt_procs: SIGKILL every process holding a file of $STATE
+# open (supervisors and jobs hold their lock and leases).
+kill_attempt_procs() {
+	local p
+	[ -n "${STATE:-}" ] || return 0
+	for p in $(find /proc/[0-9]*/fd -maxdepth 1 -lname "$STATE/*" 2>/dev/null | cut -d/ -f3 | sort -u); do
+		[ "$p" != "$$" ] && kill -KILL "$p" 2>/dev/null
+	done
+	return 0
+}
+
+# wesc STRING: STRING as a wire value (bytes below 0x21, 0x7f and '%'
+# as %XX).
+wesc() {
+	local s=$1 out= c i LC_ALL=C
+	for ((i = 0; i < ${#s}; i++)); do
+		c=${s:i:1}
+		case $c in
+		[[:cntrl:]]|' '|%) printf -v c '%%%02X' "'$c" ;;
+		esac
+		out+=$c
+	done
+	printf '%s' "$out"
+}
+
+# spec KEY VALUE [KEY VALUE]... : a record on stdout.
+spec() {
+	while [ $# -ge 2 ]; do
+		printf '%s %s\n' "$1" "$(wesc "$2")"
+		shift 2
+	done
+	echo end
+}
+
+# launch KEY VALUE... : run `cardbaton-worker launch` on that spec.
+launch() {
+	spec "$@" > "$T/spec.in"
+	run cardbaton-worker launch < "$T/spec.in"
+}
+
+# field KEY < RECORD : the first value of KEY, decoded.
+field() {
+	local v out= c
+	v=$(sed -n "s/^$1 //p" | head -n 1)
+	while [[ $v == *%* ]]; do
+		out+=${v%%\%*}
+		v=${v#*%}
+		printf -v c "\\x${v:0:2}"
+		out+=$c
+		v=${v:2}
+	done
+	printf '%s\n' "$out$v"
+}
+
+# gpu_rec INDEX < gpus output : that card's record.
+gpu_rec() {
+	awk -v want="index $1" '
+		$0 == "end" { if (hit) { print rec; exit } rec = ""; hit = 0; next }
+		{ rec = rec $0 "\n"; if ($0 == want) hit = 1 }'
+}
+
+st() {       # st ID KEY : KEY of the attempt's status record
+	cardbaton-worker status "$1" | field "$2"
+}
+
+is_final() {
+	cardbaton-worker status "$1" | grep -Eq '^state (succeeded|failed|cancelled|lost)$'
+}
+
+wait_final() {      # wait_final ID [SECONDS]
+	wait_for "${2:-5}" is_final "$1"
+}
+
+lease_free() {      # lease_free UUID: nobody holds leases/UUID
+	[ ! -e "$STATE/leases/$1" ] || flock -n "$STATE/leases/$1" true
+}
+
+lock_free() {       # lock_free ID: nobody holds attempts/ID/lock
+	flock -n "$STATE/attempts/$1/lock" true
+}
+
+no_trace() {        # no_trace ID: nothing of attempt ID on disk
+	[ ! -e "$STATE/attempts/$1" ] && [ ! -e "$STATE/attempts/$1.state" ]
+}
+
+# A job that waits for a line on the fifo $T/go (then exits 0).
+go_fifo() {
+	mkfifo "$T/go"
+}
+go() {
+	echo go > "$T/go"
+}
+
+# ---- usage, version, state directory ---------------------------------------
+
+@test "usage errors exit 64 with one line on stderr" {
+	run cardbaton-worker
+	[ "$status" -eq 64 ]
+	run cardbaton-worker frobnicate
+	[ "$status" -eq 64 ]
+	[[ $output == *"cardbaton-worker: unknown command frobnicate"* ]]
+	run cardbaton-worker status
+	[ "$status" -eq 64 ]
+	run cardbaton-worker cancel
+	[ "$status" -eq 64 ]
+	run cardbaton-worker cancel a b
+	[ "$status" -eq 64 ]
+	run cardbaton-worker log
+	[ "$status" -eq 64 ]
+	run cardbaton-worker log a b
+	[ "$status" -eq 64 ]
+	run cardbaton-worker launch extra < /dev/null
+	[ "$status" -eq 64 ]
+	run cardbaton-worker gpus extra
+	[ "$status" -eq 64 ]
+	run cardbaton-worker -d
+	[ "$status" -eq 64 ]
+	run cardbaton-worker -x status
+	[ "$status" -eq 64 ]
+}
+
+@test "version prints a version record" {
+	run cardbaton-worker version
+	[ "$status" -eq 0 ]
+	[ "$output" = "$(printf 'version 0.1.0\nend')" ]
+}
+
+@test "the state directory is made 0700 with attempts/ and leases/; ~ expands against HOME; -d goes before or after the command" {
+	run cardbaton-worker status nope
+	[ "$status" -eq 0 ]
+	[ "$(stat -c %a "$STATE")" = 700 ]
+	[ "$(stat -c %a "$STATE/attempts")" = 700 ]
+	[ "$(stat -c %a "$STATE/leases")" = 700 ]
+	run cardbaton-worker -d '~/other/state' status nope
+	[ "$status" -eq 0 ]
+	[ -d "$HOME/other/state/attempts" ]
+	[ ! -e "$T/~" ]
+	run cardbaton-worker status -d '~' nope
+	[ "$status" -eq 0 ]
+	[ -d "$HOME/leases" ]
+}
+
+# ---- gpus -------------------------------------------------------------------
+
+@test "gpus: one record per card with memory, utilisation, processes and lease" {
+	fake_gpus \
+		"0, $U0, NVIDIA Fake A100, 0, 81920, 0" \
+		"1, $U1, NVIDIA Fake A100, 4000, 81920, 37" \
+		"2, $U2, NVIDIA Fake, Special Edition, 12, 40960, [N/A]" \
+		"3, $U3, NVIDIA Fake A100, [N/A], [N/A], [Not Supported]"
+	fake_apps "$U1, 4242, 3000" "$U1, 4243, 1000" "$U3, 99, [N/A]"
+	go_fifo
+	launch attempt aa-1 shell 'read x < "$GO"' env "GO=$T/go" gpu 2 idle_mib 64
+	[ "$status" -eq 0 ]
+	run cardbaton-worker gpus
+	[ "$status" -eq 0 ]
+	[ "$(grep -c '^end$' <<< "$output")" -eq 4 ]
+	r0=$(gpu_rec 0 <<< "$output")
+	[ "$(field uuid <<< "$r0")" = "$U0" ]
+	[ "$(field name <<< "$r0")" = "NVIDIA Fake A100" ]
+	[ "$(field memory_used_mib <<< "$r0")" = 0 ]
+	[ "$(field memory_total_mib <<< "$r0")" = 81920 ]
+	[ "$(field processes <<< "$r0")" = 0 ]
+	grep -qx 'lease ' <<< "$r0"
+	r1=$(gpu_rec 1 <<< "$output")
+	[ "$(field memory_used_mib <<< "$r1")" = 4000 ]
+	[ "$(field utilization <<< "$r1")" = 37 ]
+	[ "$(field processes <<< "$r1")" = 2 ]
+	r2=$(gpu_rec 2 <<< "$output")
+	[ "$(field name <<< "$r2")" = "NVIDIA Fake, Special Edition" ]
+	[ "$(field utilization <<< "$r2")" = 0 ]
+	[ "$(field lease <<< "$r2")" = aa-1 ]
+	r3=$(gpu_rec 3 <<< "$output")
+	[ "$(field processes <<< "$r3")" = 1 ]
+	grep -qx 'memory_used_mib ' <<< "$r3"      # unknown: empty, never a number
+	go
+	wait_final aa-1
+	run cardbaton-worker gpus
+	grep -qx 'lease ' <<< "$(gpu_rec 2 <<< "$output")"
+}
+
+@test "gpus: nvidia-smi failing, missing or printing nonsense exits 69 with an error record" {
+	: > "$FAKE_GPU_DIR/fail"
+	run cardbaton-worker gpus
+	[ "$status" -eq 69 ]
+	grep -q '^error nvidia-smi%20failed%20(exit%209):%20NVIDIA-SMI%20has%20failed' <<< "$output"
+	[[ $output == *"cardbaton-worker: nvidia-smi failed (exit 9): NVIDIA-SMI has failed"* ]]
+	rm "$FAKE_GPU_DIR/fail"
+
+	rm "$FAKE_GPU_DIR/bin/nvidia-smi"
+	PATH=$CB_BUILD:$FAKE_GPU_DIR/bin:/usr/bin:/bin run cardbaton-worker gpus
+	[ "$status" -eq 69 ]
+	grep -q '^error ' <<< "$output"
+	[[ $output == *"cannot run nvidia-smi: No such file or directory"* ]]
+	ln -s "$CB_TOP/tests/fake-nvidia-smi" "$FAKE_GPU_DIR/bin/nvidia-smi"
+
+	fake_gpus "0, $U0, NVIDIA Fake A100, 0, 81920, 0" "1, $U1, NVIDIA Fake A100, lots, 81920, 0"
+	run cardbaton-worker gpus
+	[ "$status" -eq 69 ]
+	[[ $output == *"cannot parse line 2: \"1, $U1, lots, 81920, 0, NVIDIA Fake A100\""* ]]
+}
+
+@test "gpus: a hung nvidia-smi is killed after 10 s and reported (slow)" {
+	echo 61.25 > "$FAKE_GPU_DIR/delay"
+	SECONDS=0
+	run cardbaton-worker gpus
+	[ "$status" -eq 69 ]
+	[[ $output == *"nvidia-smi did not answer within 10 s"* ]]
+	[ "$SECONDS" -le 12 ]
+	# Its whole process group went with it (the fake's sleep).
+	! pgrep -f '^sleep 61\.25$'
+}
+
+# ---- launch ------------------------------------------------------------------
+
+@test "launch: CUDA_VISIBLE_DEVICES is exactly the requested cards' UUIDs, in order" {
+	launch attempt ab-1 shell 'printf %s "$CUDA_VISIBLE_DEVICES" > "$OUT"' env "OUT=$T/cvd" gpu 2 gpu 0
+	[ "$status" -eq 0 ]
+	[ "$(field attempt <<< "$output")" = ab-1 ]
+	grep -Eq '^state (running|succeeded)$' <<< "$output"
+	[ "$(grep '^gpu \|^uuid ' <<< "$output" | tr '\n' ' ')" = "gpu 2 uuid $U2 gpu 0 uuid $U0 " ]
+	wait_final ab-1
+	[ "$(cat "$T/cvd")" = "$U2,$U0" ]
+	[ "$(st ab-1 state)" = succeeded ]
+	[ "$(st ab-1 exit_code)" = 0 ]
+
+	# A CPU job: set, and empty (not inherited from the worker).
+	CUDA_VISIBLE_DEVICES=junk launch attempt ab-2 \
+		shell 'printf "%s:%s" "${CUDA_VISIBLE_DEVICES+set}" "$CUDA_VISIBLE_DEVICES" > "$OUT"' env "OUT=$T/cpu"
+	[ "$status" -eq 0 ]
+	wait_final ab-2
+	[ "$(cat "$T/cpu")" = "set:" ]
+}
+
+@test "launch: a CPU job needs no nvidia-smi; a GPU job with nvidia-smi failing exits 69 and leaves no trace" {
+	: > "$FAKE_GPU_DIR/fail"
+	launch attempt ac-1 arg true
+	[ "$status" -eq 0 ]
+	wait_final ac-1
+	launch attempt ac-2 arg true gpu 0
+	[ "$status" -eq 69 ]
+	[[ $output == *"cardbaton-worker: nvidia-smi failed (exit 9)"* ]]
+	no_trace ac-2
+}
+
+@test "launch: the same attempt launched again is answered, never run twice" {
+	go_fifo
+	launch attempt ad-1 shell 'echo ran >> "$COUNT"; read x < "$GO"' env "COUNT=$T/count" env "GO=$T/go" gpu 1
+	[ "$status" -eq 0 ]
+	pid=$(field pid <<< "$output")
+	[ -n "$pid" ]
+	# Again while it runs, five at once: the same attempt, still running.
+	pids=
+	for i in 1 2 3 4 5; do
+		cardbaton-worker launch < "$T/spec.in" > "$T/again.$i" &
+		pids+=" $!"
+	done
+	wait $pids
+	for i in 1 2 3 4 5; do
+		[ "$(field state < "$T/again.$i")" = running ]
+		[ "$(field pid < "$T/again.$i")" = "$pid" ]
+	done
+	go
+	wait_final ad-1
+	# And after the end: the final record, and still one run.
+	run cardbaton-worker launch < "$T/spec.in"
+	[ "$status" -eq 0 ]
+	[ "$(field state <<< "$output")" = succeeded ]
+	[ "$(wc -l < "$T/count")" -eq 1 ]
+}
+
+@test "launch: five launches of one new attempt at once start it once" {
+	spec attempt ae-1 shell 'echo ran >> "$COUNT"' env "COUNT=$T/count" gpu 0 > "$T/spec.in"
+	pids=
+	for i in 1 2 3 4 5; do
+		cardbaton-worker launch < "$T/spec.in" > "$T/out.$i" &
+		pids+=" $!"
+	done
+	wait $pids
+	wait_final ae-1
+	[ "$(wc -l < "$T/count")" -eq 1 ]
+	for i in 1 2 3 4 5; do
+		grep -Eq '^state (starting|running|succeeded)$' "$T/out.$i"
+	done
+}
+
+@test "launch: a directory left by a launch that died before step 6 is taken over" {
+	mkdir -p "$STATE/attempts/af-1"
+	launch attempt af-1 shell 'echo ran > "$OUT"' env "OUT=$T/out"
+	[ "$status" -eq 0 ]
+	wait_final af-1
+	[ "$(cat "$T/out")" = ran ]
+	# One whose lock is still held (a launcher at work) is waited for;
+	# when the holder lets go without a state file, it is taken over.
+	mkdir -p "$STATE/attempts/af-2"
+	flock "$STATE/attempts/af-2/lock" sleep 0.3 &
+	wait_for 2 test -e "$STATE/attempts/af-2/lock"
+	launch attempt af-2 arg true
+	[ "$status" -eq 0 ]
+	wait_final af-2
+	[ "$(st af-2 state)" = succeeded ]
+}
+
+@test "launch: a card with memory in use above idle_mib is busy (75) and leaves no trace" {
+	fake_gpus "0, $U0, NVIDIA Fake A100, 0, 81920, 0" "1, $U1, NVIDIA Fake A100, 4000, 81920, 0"
+	launch attempt b0-1 arg true gpu 0 gpu 1
+	[ "$status" -eq 75 ]
+	[ "$(field state <<< "$output")" = busy ]
+	[ "$(field attempt <<< "$output")" = b0-1 ]
+	[ "$(field reason <<< "$output")" = "GPU 1 ($U1): 4000 MiB in use" ]
+	no_trace b0-1
+	lease_free "$U0"
+	[ ! -s "$STATE/leases/$U0" ]
+	# The same ID later, when the card counts as idle: it runs.
+	launch attempt b0-1 arg true gpu 0 gpu 1 idle_mib 4000
+	[ "$status" -eq 0 ]
+	wait_final b0-1
+	[ "$(st b0-1 state)" = succeeded ]
+}
+
+@test "launch: a card with a compute process is busy" {
+	fake_apps "$U3, 4242, 300"
+	launch attempt b1-1 arg true gpu 3
+	[ "$status" -eq 75 ]
+	[ "$(field reason <<< "$output")" = "GPU 3 ($U3): has 1 compute process" ]
+	no_trace b1-1
+	launch attempt b1-2 arg true gpu 7
+	[ "$status" -eq 75 ]
+	[ "$(field reason <<< "$output")" = "GPU 7: no such GPU on this node" ]
+	no_trace b1-2
+}
+
+@test "launch: a card leased by another attempt is busy; the other cards are released" {
+	go_fifo
+	launch attempt b2-1 shell 'read x < "$GO"' env "GO=$T/go" gpu 0
+	[ "$status" -eq 0 ]
+	launch attempt b2-2 arg true gpu 1 gpu 0
+	[ "$status" -eq 75 ]
+	[ "$(field reason <<< "$output")" = "GPU 0 ($U0): leased by b2-1" ]
+	no_trace b2-2
+	lease_free "$U1"
+	! lease_free "$U0"
+	go
+	wait_final b2-1
+	lease_free "$U0"
+}
+
+@test "launch: argv reaches the job byte for byte" {
+	args=("with space" "'single'" '"double"' '$HOME' '`id`' 'back\slash' $'new\nline' $'tab\there'
+		'*' '' 'grüße ✓' '%41' '-n' '  ' ';&|')
+	{
+		printf 'attempt c0-2\narg sh\narg -c\narg %s\narg argv0\n' "$(wesc 'printf "%s\0" "$@" > "$OUT"')"
+		for a in "${args[@]}"; do printf 'arg %s\n' "$(wesc "$a")"; done
+		printf 'env %s\nend\n' "$(wesc "OUT=$T/argv")"
+	} > "$T/spec.in"
+	run cardbaton-worker launch < "$T/spec.in"
+	[ "$status" -eq 0 ]
+	wait_final c0-2
+	printf '%s\0' "${args[@]}" > "$T/expected"
+	cmp "$T/expected" "$T/argv"
+}
+
+@test "launch: a string command runs under sh -c" {
+	launch attempt c1-1 shell 'echo "$0" > "$OUT"; for w in a b; do echo $w; done >> "$OUT"' env "OUT=$T/out"
+	[ "$status" -eq 0 ]
+	wait_final c1-1
+	[ "$(cat "$T/out")" = "$(printf 'sh\na\nb')" ]
+}
+
+@test "launch: cwd (with ~) and env are applied; the job gets the pause and checkpoint variables" {
+	mkdir -p "$HOME/work"
+	launch attempt c2-1 cwd '~/work' env 'GREETING=hello world' env 'EMPTY=' checkpoint /ck/path \
+		shell 'pwd > out.txt; printf "%s|%s|%s|%s|%s|%s|%s|%s|%s\n" "$GREETING" "${EMPTY-unset}" "$CARDBATON_ATTEMPT_ID" "$SSHGPU_PAUSE_FILE" "$CARDBATON_PAUSE_FILE" "$SSHGPU_CHECKPOINT_READY" "$CARDBATON_CHECKPOINT_READY" "$SSHGPU_CHECKPOINT" "$CARDBATON_CHECKPOINT" >> out.txt'
+	[ "$status" -eq 0 ]
+	wait_final c2-1
+	a=$STATE/attempts/c2-1
+	[ "$(sed -n 1p "$HOME/work/out.txt")" = "$HOME/work" ]
+	[ "$(sed -n 2p "$HOME/work/out.txt")" = "hello world||c2-1|$a/pause|$a/pause|$a/checkpoint|$a/checkpoint|/ck/path|/ck/path" ]
+	# Without a checkpoint, none is inherited from the worker.
+	SSHGPU_CHECKPOINT=/stale launch attempt c2-2 shell 'echo "${SSHGPU_CHECKPOINT-unset}" > "$OUT"' env "OUT=$T/ck"
+	wait_final c2-2
+	[ "$(cat "$T/ck")" = unset ]
+	# The spec as received is kept.
+	grep -qx 'attempt c2-1' "$a/spec"
+}
+
+@test "launch: a missing cwd or program fails the attempt with the reason (launch itself exits 0)" {
+	launch attempt c3-1 cwd /nonexistent/dir arg true gpu 1
+	[ "$status" -eq 0 ]
+	[ "$(field state <<< "$output")" = failed ]
+	[ "$(field reason <<< "$output")" = "cwd /nonexistent/dir: No such file or directory" ]
+	lease_free "$U1"
+	launch attempt c3-2 arg /nonexistent/prog arg x
+	[ "$status" -eq 0 ]
+	[ "$(field state <<< "$output")" = failed ]
+	[ "$(field reason <<< "$output")" = "exec /nonexistent/prog: No such file or directory" ]
+	[ "$(st c3-2 alive)" = 0 ]
+}
+
+@test "launch: a non-zero exit and a death by signal are recorded" {
+	launch attempt c4-1 shell 'echo bye; exit 3'
+	wait_final c4-1
+	run cardbaton-worker status c4-1
+	[ "$(field state <<< "$output")" = failed ]
+	[ "$(field exit_code <<< "$output")" = 3 ]
+	[ "$(field reason <<< "$output")" = "exit status 3" ]
+	[ -n "$(field finished <<< "$output")" ]
+	launch attempt c4-2 shell 'kill -9 $$'
+	wait_final c4-2
+	run cardbaton-worker status c4-2
+	[ "$(field state <<< "$output")" = failed ]
+	[ "$(field signal <<< "$output")" = 9 ]
+	[ "$(field reason <<< "$output")" = "killed by signal 9 (SIGKILL)" ]
+}
+
+@test "launch: the job outlives the launcher, holds the leases and the lock, and none of the launcher's streams" {
+	go_fifo
+	launch attempt c5-1 shell 'read x < "$GO"' env "GO=$T/go" gpu 0 gpu 3
+	[ "$status" -eq 0 ]
+	pid=$(field pid <<< "$output")
+	[ "$(field pgid <<< "$output")" = "$pid" ]
+	[ "$(field log <<< "$output")" = "$STATE/attempts/c5-1/log" ]
+	sup=$(awk '{ sub(/.*\) /, ""); print $2 }' "/proc/$pid/stat")
+	# Both run on; the leases and the lock are held ...
+	kill -0 "$pid"
+	[ "$(st c5-1 state)" = running ]
+	[ "$(st c5-1 alive)" = 1 ]
+	! lease_free "$U0"
+	! lease_free "$U3"
+	lease_free "$U1"
+	[ "$(cat "$STATE/leases/$U0")" = c5-1 ]
+	# ... by the job itself (inherited), not only by its supervisor.
+	ls -l "/proc/$pid/fd" | grep -q "leases/$U0"
+	ls -l "/proc/$pid/fd" | grep -q "leases/$U3"
+	ls -l "/proc/$pid/fd" | grep -q "attempts/c5-1/lock"
+	# The job and its supervisor: stdin /dev/null, stdout+stderr the log,
+	# in a session of their own.
+	for p in "$pid" "$sup"; do
+		[ "$(readlink "/proc/$p/fd/0")" = /dev/null ]
+		[ "$(readlink "/proc/$p/fd/1")" = "$STATE/attempts/c5-1/log" ]
+		[ "$(readlink "/proc/$p/fd/2")" = "$STATE/attempts/c5-1/log" ]
+	done
+	[ "$(ps -o sid= -p "$sup" | tr -d ' ')" = "$sup" ]
+	go
+	wait_final c5-1
+	lease_free "$U0"
+	lease_free "$U3"
+	lock_free c5-1
+	[ "$(st c5-1 alive)" = 0 ]
+}
+
+@test "launch: a bad spec exits 65 and leaves nothing" {
+	bad() {
+		printf '%b' "$1" > "$T/spec.in"
+		run cardbaton-worker launch < "$T/spec.in"
+		[ "$status" -eq 65 ] || { echo "not 65: $1 -> $status $output"; return 1; }
+		[[ $output == "cardbaton-worker: bad spec: "* ]] || { echo "$output"; return 1; }
+	}
+	bad ''
+	bad 'attempt x\narg true\n'                          # no end
+	bad 'arg true\nend\n'                                # no attempt
+	bad 'attempt ../x\narg true\nend\n'
+	bad 'attempt ABC\narg true\nend\n'
+	bad 'attempt 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0\narg true\nend\n'
+	bad 'attempt d0-1\nend\n'                            # neither arg nor shell
+	bad 'attempt d0-1\narg true\nshell true\nend\n'      # both
+	bad 'attempt d0-1\nshell true\nshell false\nend\n'
+	bad 'attempt d0-1\narg true\nenv 1X=a\nend\n'
+	bad 'attempt d0-1\narg true\nenv NOVALUE\nend\n'
+	bad 'attempt d0-1\narg true\ngpu 1\ngpu 1\nend\n'
+	bad 'attempt d0-1\narg true\ngpu -1\nend\n'
+	bad 'attempt d0-1\narg true\ngpu x\nend\n'
+	bad 'attempt d0-1\narg true\ntimeout -5\nend\n'
+	bad 'attempt d0-1\narg true\nidle_mib lots\nend\n'
+	bad 'attempt d0-1\narg true\nresumable 2\nend\n'
+	bad 'attempt d0-1\narg a%%00b\nend\n'                # NUL in argv
+	bad 'attempt d0-1\narg a b\nend\n'                   # unescaped space
+	bad 'attempt d0-1\nBAD x\nend\n'
+	[ -z "$(ls -A "$STATE/attempts")" ]
+}
+
+# ---- status ------------------------------------------------------------------
+
+@test "status: unknown attempts, and several at once" {
+	launch attempt e0-1 arg true
+	wait_final e0-1
+	run cardbaton-worker status nope e0-1 ../../etc
+	[ "$status" -eq 0 ]
+	[ "$output" = "$(printf 'attempt nope\nstate unknown\nalive 0\nend\n%s\nattempt ../../etc\nstate unknown\nalive 0\nend' \
+		"$(cardbaton-worker status e0-1)")" ]
+}
+
+@test "status: supervisor and job killed with SIGKILL -> lost, alive 0, and the state file says so" {
+	launch attempt e1-1 arg sleep arg 300 gpu 2
+	[ "$status" -eq 0 ]
+	pid=$(field pid <<< "$output")
+	sup=$(awk '{ sub(/.*\) /, ""); print $2 }' "/proc/$pid/stat")
+	kill -KILL "$sup"
+	kill -KILL -- "-$pid"
+	wait_for 5 lock_free e1-1
+	run cardbaton-worker status e1-1
+	[ "$status" -eq 0 ]
+	[ "$(field state <<< "$output")" = lost ]
+	[ "$(field alive <<< "$output")" = 0 ]
+	[ "$(field reason <<< "$output")" = "worker vanished without a final status" ]
+	[ -n "$(field finished <<< "$output")" ]
+	[ "$(field state < "$STATE/attempts/e1-1.state")" = lost ]
+	! grep -q '^alive' "$STATE/attempts/e1-1.state"
+	lease_free "$U2"
+}
+
+# ---- cancel, timeout -----------------------------------------------------------
+
+@test "cancel: the whole process group goes; the state is cancelled" {
+	launch attempt f0-1 shell 'sleep 300 & echo $! > "$BG"; sleep 300' env "BG=$T/bg" gpu 0
+	[ "$status" -eq 0 ]
+	pid=$(field pid <<< "$output")
+	wait_for 2 test -s "$T/bg"
+	bg=$(cat "$T/bg")
+	kill -0 "$bg"
+	SECONDS=0
+	run cardbaton-worker cancel f0-1
+	[ "$status" -eq 0 ]
+	[ "$SECONDS" -le 2 ]
+	[ "$(field state <<< "$output")" = cancelled ]
+	[ "$(field reason <<< "$output")" = cancelled ]
+	# Every process of the attempt is gone (reaped by the supervisor,
+	# so not even a zombie), and so are the lease and the lock.
+	! kill -0 "$pid" 2>/dev/null
+	! kill -0 "$bg" 2>/dev/null
+	wait_for 2 lock_free f0-1
+	lease_free "$U0"
+	# Cancel of a finished attempt: the record, unchanged.
+	before=$(cat "$STATE/attempts/f0-1.state")
+	run cardbaton-worker cancel f0-1
+	[ "$status" -eq 0 ]
+	[ "$output" = "$before" ]
+	[ "$(cat "$STATE/attempts/f0-1.state")" = "$before" ]
+	run cardbaton-worker cancel nope
+	[ "$status" -eq 66 ]
+	[[ $output == *"cardbaton-worker: unknown attempt nope"* ]]
+}
+
+@test "timeout: the job is stopped and fails with reason timeout" {
+	SECONDS=0
+	launch attempt f1-1 arg sleep arg 300 timeout 1 gpu 1
+	[ "$status" -eq 0 ]
+	wait_final f1-1 5
+	[ "$SECONDS" -le 3 ]
+	run cardbaton-worker status f1-1
+	[ "$(field state <<< "$output")" = failed ]
+	[ "$(field reason <<< "$output")" = timeout ]
+	[ "$(field signal <<< "$output")" = 15 ]
+	lease_free "$U1"
+}
+
+# ---- watch --------------------------------------------------------------------
+
+@test "watch: ready first, then each state record as it is replaced; exits when stdin closes" {
+	launch attempt 9a-0 arg true
+	wait_final 9a-0
+	mkfifo "$T/watch.in"
+	cardbaton-worker watch < "$T/watch.in" > "$T/watch.out" 3>&- &
+	wpid=$!
+	exec {wfd}> "$T/watch.in"
+	wait_for 2 grep -qx 'ready 1' "$T/watch.out"
+	# No history: only the ready record so far.
+	[ "$(cat "$T/watch.out")" = "$(printf 'ready 1\nend')" ]
+	go_fifo
+	launch attempt 9a-1 shell 'read x < "$GO"' env "GO=$T/go"
+	wait_for 2 grep -qx 'state running' "$T/watch.out"
+	go
+	# The final record within a second of the job's end.
+	wait_for 1 grep -qx 'state succeeded' "$T/watch.out"
+	rec=$(awk '$0 == "end" { if (hit) print rec; rec = ""; hit = 0; next }
+		{ rec = rec $0 "\n"; if ($0 == "state succeeded") hit = 1 }' "$T/watch.out")
+	[ "$(field attempt <<< "$rec")" = 9a-1 ]
+	[ "$(field exit_code <<< "$rec")" = 0 ]
+	! grep -q 9a-0 "$T/watch.out"
+	exec {wfd}>&-
+	wait "$wpid"
+	# stdin at EOF from the start: ready, then exit 0.
+	run cardbaton-worker watch < /dev/null
+	[ "$status" -eq 0 ]
+	[ "$output" = "$(printf 'ready 1\nend')" ]
+}
+
+# ---- log ----------------------------------------------------------------------
+
+@test "log prints the job's output; log -f follows it to the end" {
+	go_fifo
+	launch attempt 9b-1 shell 'echo one; echo err >&2; read x < "$GO"; echo two' env "GO=$T/go"
+	[ "$status" -eq 0 ]
+	wait_for 2 grep -q one "$STATE/attempts/9b-1/log"
+	wait_for 2 grep -q err "$STATE/attempts/9b-1/log"
+	run cardbaton-worker log 9b-1
+	[ "$status" -eq 0 ]
+	[ "$output" = "$(printf 'one\nerr')" ]
+	cardbaton-worker log 9b-1 -f > "$T/follow" 3>&- &
+	fpid=$!
+	wait_for 2 grep -q err "$T/follow"
+	kill -0 "$fpid"
+	go
+	wait "$fpid"
+	[ "$(cat "$T/follow")" = "$(printf 'one\nerr\ntwo')" ]
+	run cardbaton-worker log -f 9b-1
+	[ "$status" -eq 0 ]
+	[ "$output" = "$(printf 'one\nerr\ntwo')" ]
+	run cardbaton-worker log nope
+	[ "$status" -eq 66 ]
+	run cardbaton-worker log -f ../x
+	[ "$status" -eq 66 ]
+}
