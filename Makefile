@@ -101,10 +101,11 @@ bench: all
 
 MAN1 = $(wildcard man/*.1)
 MAN5 = $(wildcard man/*.5)
+MAN8 = $(wildcard man/*.8)
 
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXEC) \
-		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
 	install -m 755 $(B)/cardbaton $(TOOL_BIN) $(B)/cardbaton-spoold \
 		$(B)/cardbaton-worker $(DESTDIR)$(BINDIR)
 	ln -sf cardbaton $(DESTDIR)$(BINDIR)/sshgpu
@@ -113,13 +114,15 @@ install: all
 		$(DESTDIR)$(LIBEXEC)
 	$(if $(MAN1),install -m 644 $(MAN1) $(DESTDIR)$(MANDIR)/man1)
 	$(if $(MAN5),install -m 644 $(MAN5) $(DESTDIR)$(MANDIR)/man5)
+	$(if $(MAN8),install -m 644 $(MAN8) $(DESTDIR)$(MANDIR)/man8)
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/cardbaton $(DESTDIR)$(BINDIR)/sshgpu \
 		$(TOOLS:%=$(DESTDIR)$(BINDIR)/cardbaton-%) \
 		$(DESTDIR)$(BINDIR)/cardbaton-spoold $(DESTDIR)$(BINDIR)/cardbaton-run \
 		$(DESTDIR)$(BINDIR)/cardbaton-worker \
-		$(MAN1:man/%=$(DESTDIR)$(MANDIR)/man1/%) $(MAN5:man/%=$(DESTDIR)$(MANDIR)/man5/%)
+		$(MAN1:man/%=$(DESTDIR)$(MANDIR)/man1/%) $(MAN5:man/%=$(DESTDIR)$(MANDIR)/man5/%) \
+		$(MAN8:man/%=$(DESTDIR)$(MANDIR)/man8/%)
 	rm -rf $(DESTDIR)$(LIBEXEC)
 
 clean:

@@ -405,7 +405,7 @@ void table_init(struct table *t, size_t ncol, unsigned right)
 		die(EX_OSERR_, "%s", strerror(ENOMEM));
 }
 
-void table_row(struct table *t, const char *const *cells)
+void table_row_own(struct table *t, char **cells)
 {
 	if (t->nrow == t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 64;
@@ -418,16 +418,42 @@ void table_row(struct table *t, const char *const *cells)
 		t->cap = cap;
 	}
 	for (size_t i = 0; i < t->ncol; i++) {
-		char *s = strdup(cells[i] ? cells[i] : "");
 		size_t w;
 
-		if (!s)
-			die(EX_OSERR_, "%s", strerror(ENOMEM));
-		t->cell[t->nrow * t->ncol + i] = s;
-		if ((w = u8_width(s)) > t->w[i])
+		t->cell[t->nrow * t->ncol + i] = cells[i];
+		if ((w = u8_width(cells[i])) > t->w[i])
 			t->w[i] = w;
 	}
 	t->nrow++;
+}
+
+void table_row(struct table *t, const char *const *cells)
+{
+	char *own[64], **v = t->ncol <= 64 ? own : calloc(t->ncol, sizeof *v);
+
+	if (!v)
+		die(EX_OSERR_, "%s", strerror(ENOMEM));
+	for (size_t i = 0; i < t->ncol; i++)
+		if (!(v[i] = strdup(cells[i] ? cells[i] : "")))
+			die(EX_OSERR_, "%s", strerror(ENOMEM));
+	table_row_own(t, v);
+	if (v != own)
+		free(v);
+}
+
+/* N spaces onto B. */
+static int pad(struct sbuf *b, size_t n)
+{
+	static const char sp[] = "                                ";
+
+	while (n) {
+		size_t k = n < sizeof sp - 1 ? n : sizeof sp - 1;
+
+		if (sbuf_add(b, sp, k) < 0)
+			return -1;
+		n -= k;
+	}
+	return 0;
 }
 
 void table_print(const struct table *t, FILE *fp, int width)
@@ -438,14 +464,14 @@ void table_print(const struct table *t, FILE *fp, int width)
 		line.len = 0;
 		for (size_t i = 0; i < t->ncol; i++) {
 			const char *s = t->cell[r * t->ncol + i];
-			size_t pad = t->w[i] - u8_width(s);
+			size_t n = t->w[i] - u8_width(s);
 			int last = i + 1 == t->ncol;
 			int right = (t->right >> i) & 1;
 
 			if ((i && sbuf_add(&line, "  ", 2) < 0) ||
-			    (right && sbuf_addf(&line, "%*s", (int)pad, "") < 0) ||
+			    (right && pad(&line, n) < 0) ||
 			    sbuf_add(&line, s, strlen(s)) < 0 ||
-			    (!right && !last && sbuf_addf(&line, "%*s", (int)pad, "") < 0))
+			    (!right && !last && pad(&line, n) < 0))
 				die(EX_OSERR_, "%s", strerror(ENOMEM));
 		}
 		if (width > 0) {

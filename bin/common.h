@@ -120,8 +120,10 @@ struct table {
 	size_t *w;
 };
 void table_init(struct table *t, size_t ncol, unsigned right);
-/* NCOL strings; exits 71 on ENOMEM. */
+/* NCOL strings, copied; exits 71 on ENOMEM. */
 void table_row(struct table *t, const char *const *cells);
+/* NCOL malloc'd strings, which the table now owns. */
+void table_row_own(struct table *t, char **cells);
 void table_print(const struct table *t, FILE *fp, int width);
 void table_free(struct table *t);
 

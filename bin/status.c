@@ -6,7 +6,8 @@
  * and works the same with or without the daemon.  One readdir per
  * directory, one read per record shown:
  *
- *  1. list queued/ new/ incoming/ running/ paused/ done/ (names only);
+ *  1. list new/ incoming/ queued/ running/ paused/ (and done/ for --all;
+ *     otherwise done/ is only looked up for the IDs listed), names only;
  *  2. group the names by job ID: where two records of one ID exist (a
  *     crash between the two steps of spool_put, or a listing taken
  *     while a job moved) both are read and the higher rev is kept; a
@@ -29,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common.h"
 
@@ -324,12 +326,16 @@ static void list_all(struct spool *sp)
 	static const enum spool_dir dirs[] = {
 		SD_NEW, SD_INCOMING, SD_QUEUED, SD_RUNNING, SD_PAUSED, SD_DONE,
 	};
+	size_t nlisted;
 
 	for (size_t k = 0; k < sizeof dirs / sizeof dirs[0]; k++) {
 		enum spool_dir d = dirs[k];
 		char **names;
 		size_t n;
 
+		/* done/ holds the history: list it only for --all. */
+		if (d == SD_DONE && !show_all)
+			continue;
 		if (spool_list(sp, d, &names, &n) < 0)
 			die_sys(EX_OSERR_, "%s/%s", sp->path, spool_dir_name[d]);
 		for (size_t i = 0; i < n; i++) {
@@ -354,6 +360,19 @@ static void list_all(struct spool *sp)
 			}
 		}
 		spool_list_free(names, n);
+	}
+	/* Without --all, a finished copy matters only beside a record of
+	 * the same job elsewhere (a crash inside spool_put): one lookup per
+	 * job shown, rather than a listing of the whole history. */
+	nlisted = nents;
+	for (size_t i = 0; !show_all && i < nlisted; i++) {
+		char *pn;
+
+		if (!(pn = name_plain(ents[i].id)))
+			die(EX_OSERR_, "%s", strerror(ENOMEM));
+		if (faccessat(sp->dir[SD_DONE], pn, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+			add_ent(ents[i].id, SD_DONE, pn);
+		free(pn);
 	}
 	if (nents)
 		qsort(ents, nents, sizeof *ents, ent_cmp);
@@ -490,10 +509,13 @@ static void print_table(void)
 		for (size_t k = 0, m = 0; k < NCOL; k++)
 			if (named || k != C_NAME)
 				cells[m++] = src[k];
-		table_row(&t, cells);
-		if (i)
-			for (size_t k = 0; k < NCOL; k++)
-				free(rows[i - 1].cell[k]);
+		if (!i) {
+			table_row(&t, cells);
+			continue;
+		}
+		table_row_own(&t, (char **)cells);
+		if (!named)
+			free(rows[i - 1].cell[C_NAME]);
 	}
 	table_print(&t, stdout, term_width());
 	table_free(&t);

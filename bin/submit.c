@@ -399,6 +399,10 @@ int main(int argc, char **argv)
 	check_roundtrip(&jd, fname);
 	check_placement(&c, &jd);
 
+	/* The ID is the only handle on the job: with nowhere to print it,
+	 * do not queue a job the caller could not find again. */
+	if (fcntl(1, F_GETFL) < 0)
+		die_sys(EX_IOERR_, "standard output");
 	tool_spool(&c, &sp, 1);
 	if (spool_submit(&sp, &jd, &id, &err) < 0)
 		die_err(&err);

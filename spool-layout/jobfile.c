@@ -194,6 +194,8 @@ static int yaml_field(const struct yx_ctx *c, const struct field *f,
 	return -1;
 }
 
+static int check_fields(const struct job_def *jd, const char *fname, struct cb_err *err);
+
 int jobdef_parse(const char *buf, size_t len, const char *fname,
 		 struct job_def *jd, struct cb_err *err)
 {
@@ -231,7 +233,7 @@ int jobdef_parse(const char *buf, size_t len, const char *fname,
 	}
 	yx_free(root);
 	root = NULL;
-	if (jobdef_check(jd, fname, err))
+	if (check_fields(jd, fname, err))
 		goto bad;
 	return 0;
 bad:
@@ -240,10 +242,10 @@ bad:
 	return -1;
 }
 
-int jobdef_check(const struct job_def *jd, const char *fname, struct cb_err *err)
+/* The checks between fields; a command may still be missing (a job
+ * file of defaults, completed by `submit -- CMD`). */
+static int check_fields(const struct job_def *jd, const char *fname, struct cb_err *err)
 {
-	if (!(jd->set & JF_COMMAND) || (!jd->argv && !jd->shell))
-		return cb_err_set(err, EX_DATAERR_, "%s: command: missing", fname);
 	if ((jd->set & JF_GPUS) && (jd->set & JF_GPU_COUNT) &&
 	    jd->gpu_count != (long long)jd->ngpus)
 		return cb_err_set(err, EX_DATAERR_,
@@ -257,6 +259,13 @@ int jobdef_check(const struct job_def *jd, const char *fname, struct cb_err *err
 					  fname, (int)(eq ? eq - jd->env[i] : 64), jd->env[i]);
 	}
 	return 0;
+}
+
+int jobdef_check(const struct job_def *jd, const char *fname, struct cb_err *err)
+{
+	if (!(jd->set & JF_COMMAND) || (!jd->argv && !jd->shell))
+		return cb_err_set(err, EX_DATAERR_, "%s: command: missing", fname);
+	return check_fields(jd, fname, err);
 }
 
 long long jobdef_gpu_need(const struct job_def *jd)

@@ -169,7 +169,8 @@ int accept_incoming(struct daemon *d, const char *in, const char *orig)
 		free(why);
 		return 0;
 	}
-	if (jobdef_parse(buf, len, orig, &j.def, &err) < 0) {
+	if (jobdef_parse(buf, len, orig, &j.def, &err) < 0 ||
+	    jobdef_check(&j.def, orig, &err) < 0) {
 		/* The message names the file already; keep the rest of it. */
 		reject(d, in, seq, orig, err.msg ? err.msg : "not a job file");
 		cb_err_free(&err);

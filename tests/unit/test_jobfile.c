@@ -408,7 +408,17 @@ static void test_errors(void)
 	CHECK_STR(bad("command: [a]\n\"a\\nb\": 1\n"), "job.yaml:2: a?b: unknown field");
 
 	/* Whole-job checks. */
-	CHECK_STR(bad("name: x\n"), "job.yaml: command: missing");
+	/* A file of defaults parses; queuing it needs a command. */
+	{
+		struct job_def jd;
+		struct cb_err ce = { 0 };
+
+		CHECK(parse("name: x\n", &jd) == 0);
+		CHECK(jobdef_check(&jd, "job.yaml", &ce) == -1);
+		CHECK_STR(ce.msg, "job.yaml: command: missing");
+		cb_err_free(&ce);
+		jobdef_free(&jd);
+	}
 	CHECK_STR(bad("command: [a]\ngpus: [0, 1]\ngpu_count: 1\n"),
 		  "job.yaml: gpu_count: must equal the number of gpus (2)");
 	{
