@@ -21,7 +21,7 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 WARN     = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
-CPPFLAGS += -D_GNU_SOURCE -Ispool-layout
+CPPFLAGS += -D_GNU_SOURCE -Ispool-layout -I$(B)
 ALL_CFLAGS = -std=c11 $(WARN) $(CFLAGS) $(SANFLAGS)
 
 LIB_SRC  = $(wildcard spool-layout/*.c)
@@ -31,10 +31,12 @@ LIB      = $(B)/libcardbaton.a
 TOOLS    = submit status logs promote cancel gpus
 TOOL_BIN = $(TOOLS:%=$(B)/cardbaton-%)
 BINS     = $(B)/cardbaton $(B)/sshgpu $(TOOL_BIN) $(B)/cardbaton-spoold \
-           $(B)/cardbaton-run $(B)/cardbaton-worker
+           $(B)/cardbaton-run $(B)/cardbaton-worker $(B)/cardbaton-worker-static \
+           $(B)/cardbaton-worker.shar
 
 SPOOLD_SRC = $(wildcard spoold/*.c)
 WORKER_SRC = $(wildcard worker/*.c) spool-layout/wire.c
+WORKER_ALL = $(WORKER_SRC) $(wildcard worker/*.h) spool-layout/wire.h
 UNIT_SRC   = $(wildcard tests/unit/*.c)
 UNIT_BIN   = $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 BIN_COMMON = $(filter-out $(TOOLS:%=bin/%.c) bin/cardbaton.c,$(wildcard bin/*.c))
@@ -44,6 +46,16 @@ all: $(BINS) $(UNIT_BIN)
 $(B)/%.o: %.c $(wildcard spool-layout/*.h spoold/*.h bin/*.h worker/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(ALL_CFLAGS) -c -o $@ $<
+
+# The worker's identity: its version and a hash of its sources.  The
+# controller ships it to nodes as bin/cardbaton-worker-VERSION-HASH.
+$(B)/worker-id.h: $(WORKER_ALL) Makefile
+	@mkdir -p $(B)
+	printf '#define WORKER_ID "%s-%s"\n' "$$(sed -n 's/^#define WORKER_VERSION "\(.*\)"/\1/p' worker/worker.h)" \
+		"$$(cat $(WORKER_ALL) | sha256sum | cut -c1-16)" > $@.tmp
+	mv -f $@.tmp $@
+
+$(B)/spool-layout/node.o: $(B)/worker-id.h
 
 $(LIB): $(LIB_OBJ)
 	rm -f $@
@@ -67,6 +79,15 @@ $(B)/cardbaton-run: $(B)/cardbaton-spoold
 # The worker needs libc only: nothing from PKG_LIBS may creep in.
 $(B)/cardbaton-worker: $(WORKER_SRC:%.c=$(B)/%.o)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^
+
+# What is shipped to SSH nodes: a static build (no sanitizers: it runs
+# there on its own), and the sources as a shell script for nodes of
+# another architecture.
+$(B)/cardbaton-worker-static: $(WORKER_ALL)
+	$(CC) -std=c11 -D_GNU_SOURCE -Ispool-layout $(WARN) -O2 -static -o $@ $(WORKER_SRC)
+
+$(B)/cardbaton-worker.shar: $(WORKER_ALL) worker/mkshar.sh
+	worker/mkshar.sh $@ $(WORKER_ALL)
 
 $(B)/tests/%: $(B)/tests/unit/%.o $(LIB)
 	@mkdir -p $(dir $@)
@@ -110,8 +131,8 @@ install: all
 		$(B)/cardbaton-worker $(DESTDIR)$(BINDIR)
 	ln -sf cardbaton $(DESTDIR)$(BINDIR)/sshgpu
 	ln -sf cardbaton-spoold $(DESTDIR)$(BINDIR)/cardbaton-run
-	install -m 644 worker/*.c spool-layout/wire.c spool-layout/wire.h \
-		$(DESTDIR)$(LIBEXEC)
+	install -m 644 $(WORKER_ALL) $(B)/cardbaton-worker.shar $(DESTDIR)$(LIBEXEC)
+	install -m 755 $(B)/cardbaton-worker-static $(DESTDIR)$(LIBEXEC)
 	$(if $(MAN1),install -m 644 $(MAN1) $(DESTDIR)$(MANDIR)/man1)
 	$(if $(MAN5),install -m 644 $(MAN5) $(DESTDIR)$(MANDIR)/man5)
 	$(if $(MAN8),install -m 644 $(MAN8) $(DESTDIR)$(MANDIR)/man8)

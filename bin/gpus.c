@@ -26,6 +26,12 @@
 
 #include "common.h"
 
+
+/* A reading the driver did not report (-1) is null in JSON. */
+static cJSON *add_reading(cJSON *o, const char *key, long long v)
+{
+	return v < 0 ? cJSON_AddNullToObject(o, key) : cJSON_AddNumberToObject(o, key, (double)v);
+}
 static const char usage[] = "cardbaton-gpus [--config PATH] [--node N] [--json]";
 
 enum { OPT_NODE = OPT_TOOL_FIRST, OPT_JSON };
@@ -243,9 +249,9 @@ static void print_json(const struct ask *asks, size_t n, const struct spool *sp,
 			    !cJSON_AddNumberToObject(x, "index", g->index) ||
 			    !cJSON_AddStringToObject(x, "uuid", g->uuid) ||
 			    !cJSON_AddStringToObject(x, "name", g->name) ||
-			    !cJSON_AddNumberToObject(x, "memory_used_mib", (double)g->mem_used) ||
-			    !cJSON_AddNumberToObject(x, "memory_total_mib", (double)g->mem_total) ||
-			    !cJSON_AddNumberToObject(x, "utilization", (double)g->util) ||
+			    !add_reading(x, "memory_used_mib", g->mem_used) ||
+			    !add_reading(x, "memory_total_mib", g->mem_total) ||
+			    !add_reading(x, "utilization", g->util) ||
 			    !cJSON_AddNumberToObject(x, "processes", (double)g->procs) ||
 			    !(lease ? cJSON_AddStringToObject(x, "lease", lease)
 				    : cJSON_AddNullToObject(x, "lease")) ||
@@ -296,8 +302,9 @@ static void print_human(const struct ask *asks, size_t n, const struct spool *sp
 			cells[0] = must_asprintf("%d", g->index);
 			cells[1] = printable(g->uuid);
 			cells[2] = printable(g->name);
-			cells[3] = must_asprintf("%lld/%lld MiB", g->mem_used, g->mem_total);
-			cells[4] = must_asprintf("%lld%%", g->util);
+			cells[3] = g->mem_used < 0 || g->mem_total < 0 ? strdup("? MiB") :
+				   must_asprintf("%lld/%lld MiB", g->mem_used, g->mem_total);
+			cells[4] = g->util < 0 ? strdup("?") : must_asprintf("%lld%%", g->util);
 			cells[5] = must_asprintf("%lld", g->procs);
 			cells[6] = g->lease ? lease_text(sp, have_spool, g->lease) : strdup("-");
 			cells[7] = strdup(!gpu_eligible(a->nc, g->index) ? "excluded" :

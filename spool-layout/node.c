@@ -16,12 +16,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "spool.h"
+#include "worker-id.h"
 
 #define REPLY_MAX (16u << 20)
 
@@ -71,51 +73,151 @@ static int sh_quote(struct sbuf *b, const char *s)
 	return sbuf_add(b, "'", 1);
 }
 
+/* DIR/REST as one word for the node's shell; a leading "~" becomes
+ * "$HOME", which the node's shell expands. */
+static int remote_path(struct sbuf *b, const char *dir, const char *rest)
+{
+	char *p;
+	int r;
+
+	if (dir[0] == '~' && (dir[1] == '/' || !dir[1])) {
+		if (sbuf_add(b, "\"$HOME\"", 7) < 0)
+			return -1;
+		dir++;
+	}
+	if (!(p = xasprintf("%s%s", dir, rest)))
+		return -1;
+	r = sh_quote(b, p);
+	free(p);
+	return r;
+}
+
+static int remote_worker(struct sbuf *b, const struct config *c)
+{
+	return remote_path(b, c->remote_state_dir, "/bin/cardbaton-worker-" WORKER_ID);
+}
+
+/* Is OPT (e.g. "ControlPath") already set by the operator's ssh_command? */
+static int ssh_has(const struct config *c, const char *opt)
+{
+	size_t n = strlen(opt);
+
+	for (size_t i = 0; i < c->nssh_command; i++) {
+		const char *a = c->ssh_command[i];
+
+		if (!strncmp(a, "-o", 2))
+			a += 2;
+		while (*a == ' ')
+			a++;
+		if (!strncasecmp(a, opt, n) && (a[n] == '=' || a[n] == ' ' || !a[n]))
+			return 1;
+		if (!strcmp(opt, "ControlPath") && !strcmp(c->ssh_command[i], "-S"))
+			return 1;
+	}
+	return 0;
+}
+
+/* Where connection-sharing sockets live: $XDG_RUNTIME_DIR/cardbaton or
+ * /tmp/cardbaton-UID, private to the user.  NULL: no sharing. */
+static char *control_dir(void)
+{
+	const char *rt = getenv("XDG_RUNTIME_DIR");
+	char *d = rt && *rt == '/' ? xasprintf("%s/cardbaton", rt)
+				   : xasprintf("/tmp/cardbaton-%ld", (long)getuid());
+	struct stat st;
+
+	if (!d)
+		return NULL;
+	if (mkdir(d, 0700) < 0 && errno != EEXIST)
+		goto no;
+	if (lstat(d, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() ||
+	    (st.st_mode & 077))
+		goto no;        /* not ours, or open to others: do without */
+	return d;
+no:
+	free(d);
+	return NULL;
+}
+
+/*
+ * ssh_command + our options + host + "--" + REMOTE (one shell command
+ * line).  Our options add connection sharing and keep-alives unless the
+ * operator's ssh_command sets them; BatchMode because nobody is there
+ * to answer a prompt.
+ */
+static char **ssh_argv(const struct config *c, const struct node_conf *nc, char *remote)
+{
+	static const char *const opts[][2] = {
+		{ "ControlMaster", "auto" },
+		{ "ControlPersist", "300" },
+		{ "ServerAliveInterval", "5" },
+		{ "ServerAliveCountMax", "3" },
+		{ "ConnectTimeout", "10" },
+		{ "BatchMode", "yes" },
+	};
+	size_t nopt = sizeof opts / sizeof opts[0], n = 0;
+	char **v = calloc(c->nssh_command + 2 * nopt + 8, sizeof *v), *dir;
+
+	if (!v)
+		goto fail;
+	for (size_t i = 0; i < c->nssh_command; i++)
+		if (!(v[n++] = strdup(c->ssh_command[i])))
+			goto fail;
+	if (!ssh_has(c, "ControlPath") && (dir = control_dir())) {
+		v[n++] = strdup("-o");
+		v[n++] = xasprintf("ControlPath=%s/%%C", dir);
+		free(dir);
+		if (!v[n - 1] || !v[n - 2])
+			goto fail;
+	}
+	for (size_t i = 0; i < nopt; i++) {
+		if (ssh_has(c, opts[i][0]))
+			continue;
+		if (!(v[n++] = strdup("-o")) || !(v[n++] = xasprintf("%s=%s", opts[i][0], opts[i][1])))
+			goto fail;
+	}
+	if (!(v[n++] = strdup("-T")) || !(v[n++] = strdup(nc->ssh)) || !(v[n++] = strdup("--")))
+		goto fail;
+	v[n++] = remote;
+	return v;
+fail:
+	argv_free(v);
+	free(remote);
+	return NULL;
+}
+
 char **node_argv(const struct config *c, const struct node_conf *nc,
 		 const char *const *args)
 {
-	size_t nargs = 0, n = 0, cap;
+	struct sbuf cmd = { 0 };
+	size_t nargs = 0, n = 0;
 	char **v;
 
 	while (args[nargs])
 		nargs++;
-	cap = c->nssh_command + nargs + 16;
-	if (!(v = calloc(cap, sizeof *v)))
-		return NULL;
-	if (nc->local) {
-		if (!(v[n++] = worker_path()) || !(v[n++] = strdup("-d")) ||
-		    !(v[n++] = strdup(c->remote_state_dir)))
+	if (!nc->local) {
+		if (sbuf_add(&cmd, "exec ", 5) < 0 || remote_worker(&cmd, c) < 0 ||
+		    sbuf_add(&cmd, " -d ", 4) < 0 || sh_quote(&cmd, c->remote_state_dir) < 0)
 			goto fail;
 		for (size_t i = 0; i < nargs; i++)
-			if (!(v[n++] = strdup(args[i])))
+			if (sbuf_add(&cmd, " ", 1) < 0 || sh_quote(&cmd, args[i]) < 0)
 				goto fail;
-	} else {
-		struct sbuf cmd = { 0 };
-		static const char *const opts[] = { "-o", "BatchMode=yes", "-T" };
-
-		for (size_t i = 0; i < c->nssh_command; i++)
-			if (!(v[n++] = strdup(c->ssh_command[i])))
-				goto fail;
-		for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
-			if (!(v[n++] = strdup(opts[i])))
-				goto fail;
-		if (!(v[n++] = strdup(nc->ssh)) || !(v[n++] = strdup("--")))
-			goto fail;
-		if (sh_quote(&cmd, "cardbaton-worker") < 0 || sbuf_add(&cmd, " -d ", 4) < 0 ||
-		    sh_quote(&cmd, c->remote_state_dir) < 0) {
-			sbuf_free(&cmd);
-			goto fail;
-		}
-		for (size_t i = 0; i < nargs; i++)
-			if (sbuf_add(&cmd, " ", 1) < 0 || sh_quote(&cmd, args[i]) < 0) {
-				sbuf_free(&cmd);
-				goto fail;
-			}
-		v[n++] = cmd.s;
+		return ssh_argv(c, nc, cmd.s);
 	}
+	if (!(v = calloc(nargs + 4, sizeof *v)))
+		return NULL;
+	if (!(v[n++] = worker_path()) || !(v[n++] = strdup("-d")) ||
+	    !(v[n++] = strdup(c->remote_state_dir)))
+		goto vfail;
+	for (size_t i = 0; i < nargs; i++)
+		if (!(v[n++] = strdup(args[i])))
+			goto vfail;
 	return v;
-fail:
+vfail:
 	argv_free(v);
+	return NULL;
+fail:
+	sbuf_free(&cmd);
 	return NULL;
 }
 
@@ -342,13 +444,18 @@ static int gpu_from_rec(const struct wire_rec *w, struct gpu_info *g)
 
 	memset(g, 0, sizeof *g);
 	if (wire_get_ll(w, "index", &idx) < 0 || idx < 0 || idx > GPU_INDEX_MAX || !uuid ||
-	    wire_get_ll(w, "memory_used_mib", &g->mem_used) < 0 ||
-	    wire_get_ll(w, "memory_total_mib", &g->mem_total) < 0 ||
-	    wire_get_ll(w, "utilization", &g->util) < 0 ||
 	    wire_get_ll(w, "processes", &g->procs) < 0) {
 		errno = EINVAL;
 		return -1;
 	}
+	/* Memory or utilisation the driver does not report is empty: -1,
+	 * and such a card is never idle. */
+	if (wire_get_ll(w, "memory_used_mib", &g->mem_used) < 0)
+		g->mem_used = -1;
+	if (wire_get_ll(w, "memory_total_mib", &g->mem_total) < 0)
+		g->mem_total = -1;
+	if (wire_get_ll(w, "utilization", &g->util) < 0)
+		g->util = -1;
 	g->index = (int)idx;
 	if (!(g->uuid = strdup(uuid)) || !(g->name = strdup(name ? name : "")) ||
 	    (lease && *lease && !(g->lease = strdup(lease))))
@@ -395,7 +502,7 @@ int gpus_parse(const char *out, size_t len, struct gpu_info **gp, size_t *np)
 
 int gpu_idle(const struct gpu_info *g, long long idle_mib)
 {
-	return g->mem_used <= idle_mib && g->procs == 0 && !g->lease;
+	return g->mem_used >= 0 && g->mem_used <= idle_mib && g->procs == 0 && !g->lease;
 }
 
 int gpu_eligible(const struct node_conf *nc, int index)

@@ -468,7 +468,7 @@ pid_t node_spawn(const struct config *c, const struct node_conf *nc,
 struct gpu_info {
 	int index;
 	char *uuid, *name;
-	long long mem_used, mem_total, util, procs;
+	long long mem_used, mem_total, util, procs;    /* -1: not reported */
 	char *lease;            /* holder's attempt ID, or NULL when free */
 };
 

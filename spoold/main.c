@@ -353,8 +353,9 @@ static void watch_read(struct daemon *d, size_t k)
 			return;
 		}
 		off += (size_t)used;
-		if (wire_get(&w, "ready")) {
-			/* Events from now on are seen: catch up on what came before. */
+		if (wire_get(&w, "ready") || wire_get(&w, "overflow")) {
+			/* Events from now on are seen (or some were lost): catch
+			 * up by asking about every attempt. */
 			reconcile_node(d, k);
 		} else if ((aid = wire_get(&w, "attempt")) && (e = r_find_aid(d, aid))) {
 			apply_attempt(d, e, &w);

@@ -475,27 +475,43 @@ static int final_state(struct sup *s, struct wire_rec *r)
 }
 
 /* Signal our direct children (descendants orphaned onto us as
- * subreaper: they may have left the job's process group). */
+ * subreaper: they may have left the job's process group).  The kernel
+ * lists them in /proc/self/task/PID/children (we have one thread);
+ * without CONFIG_PROC_CHILDREN, every /proc/N/stat is read instead. */
 static void signal_children(int sig)
 {
-	DIR *d = opendir("/proc");
-	struct dirent *e;
 	pid_t self = getpid();
+	char *path = wk_asprintf("/proc/self/task/%ld/children", (long)self);
+	char *buf, *p, *end;
+	size_t n;
+	DIR *d;
+	struct dirent *e;
 
+	if (path && wk_read_at(AT_FDCWD, path, 1u << 20, &buf, &n) == 0) {
+		for (p = buf; *p; p = end) {
+			long pid = strtol(p, &end, 10);
+
+			if (end == p)
+				break;
+			if (pid > 0)
+				kill((pid_t)pid, sig);
+		}
+		free(buf);
+		free(path);
+		return;
+	}
+	free(path);
+	d = opendir("/proc");
 	if (!d)
 		return;
 	while ((e = readdir(d)) != NULL) {
-		char *path, *buf, *p;
-		size_t n;
 		int ppid;
 		char state;
 
 		if (e->d_name[0] < '1' || e->d_name[0] > '9')
 			continue;
 		path = wk_asprintf("/proc/%s/stat", e->d_name);
-		if (!path)
-			continue;
-		if (wk_read_at(AT_FDCWD, path, 65536, &buf, &n) == 0) {
+		if (path && wk_read_at(AT_FDCWD, path, 65536, &buf, &n) == 0) {
 			p = strrchr(buf, ')');
 			if (p && sscanf(p + 1, " %c %d", &state, &ppid) == 2 && ppid == self)
 				kill((pid_t)atoi(e->d_name), sig);
@@ -546,20 +562,25 @@ static void job_child(struct launch *l, int ep)
 	sigset_t none;
 	size_t i;
 	char *msg;
-	int e;
+	int e, fail = 0;
 
-	setpgid(0, 0);
-	signal(SIGPIPE, SIG_DFL);
+	/* Its own process group (the supervisor signals the group), the
+	 * signal state of a fresh process, and the attempt's locks. */
 	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	/* The leases and the attempt lock live as long as the job. */
-	for (i = 0; i < l->sp->ngpu; i++)
-		fcntl(l->lease[i], F_SETFD, 0);
-	fcntl(l->lockfd, F_SETFD, 0);
+	if (setpgid(0, 0) < 0 || signal(SIGPIPE, SIG_DFL) == SIG_ERR ||
+	    sigprocmask(SIG_SETMASK, &none, NULL) < 0)
+		fail = 1;
+	for (i = 0; i < l->sp->ngpu && !fail; i++)
+		fail = fcntl(l->lease[i], F_SETFD, 0) < 0;
+	if (fail || fcntl(l->lockfd, F_SETFD, 0) < 0) {
+		e = errno;
+		msg = wk_asprintf("worker: preparing the job: %s", strerror(e));
+		goto out;
+	}
 	if (l->cwd && chdir(l->cwd) < 0) {
 		e = errno;
 		msg = wk_asprintf("cwd %s: %s", l->cwd, strerror(e));
-		goto fail;
+		goto out;
 	}
 	environ = l->env.v;
 	if (l->sp->shell) {
@@ -571,9 +592,11 @@ static void job_child(struct launch *l, int ep)
 		e = errno;
 		msg = wk_asprintf("exec %s: %s", l->sp->argv[0], strerror(e));
 	}
-fail:
-	if (msg)
-		wk_write_all(ep, msg, strlen(msg));
+out:
+	/* No message (out of memory) still reads as a failure: the
+	 * supervisor sees the pipe close with the process exited 127. */
+	if (wk_write_all(ep, msg ? msg : "exec: out of memory", msg ? strlen(msg) : 19) < 0)
+		_exit(126);
 	_exit(127);
 }
 
@@ -648,12 +671,14 @@ static void supervise_loop(struct sup *s, int sfd, int ifd, const char *cancel_p
 			signal_children(SIGKILL);
 			next_kill = now + 100;  /* again for new orphans */
 		}
+		/* Sleep until the next thing to do, or a signal or inotify
+		 * event; with no time limit and nothing stopping, forever. */
 		if (kill_at)
 			wait = (now >= kill_at ? next_kill : kill_at) - now;
 		else if (deadline && s->stop == STOP_NONE)
 			wait = deadline - now;
-		if (wait < 0)
-			wait = 0;
+		if (wait != -1 && wait < 1)
+			wait = 1;
 		if (wait > 60000)
 			wait = 60000;
 		p[0].fd = sfd;
@@ -722,10 +747,14 @@ static void supervise(struct launch *l, int notify)
 	nul = open("/dev/null", O_RDWR | O_CLOEXEC);
 	logfd = openat(l->adir, "log", O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (nul < 0 || logfd < 0 || dup2(nul, 0) < 0 || dup2(logfd, 1) < 0 || dup2(logfd, 2) < 0) {
-		/* Without a log there is no job: say why in the state. */
+		/* Without a log there is no job: say why in the state, and
+		 * let go of the launcher's streams all the same. */
+		int fd;
+
 		s.failure = "cannot open the attempt's log";
-		if (nul >= 0)
-			dup2(nul, 0), dup2(nul, 1), dup2(nul, 2);
+		for (fd = 0; fd <= 2; fd++)
+			if (nul < 0 || dup2(nul, fd) < 0)
+				close(fd);
 	}
 	if (nul >= 0)
 		close(nul);
@@ -746,7 +775,8 @@ static void supervise(struct launch *l, int notify)
 	}
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
 		fprintf(stderr, "%s: PR_SET_CHILD_SUBREAPER: %s\n", PROG, strerror(errno));
-	signal(SIGPIPE, SIG_IGN);
+	if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
+		fprintf(stderr, "%s: signal: %s\n", PROG, strerror(errno));
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGCHLD);
 	sigaddset(&mask, SIGTERM);
@@ -786,7 +816,11 @@ static void supervise(struct launch *l, int notify)
 			} else {
 				char *f;
 
-				setpgid(s.pid, s.pid);
+				/* Also here, so that no signal to the group can
+				 * come before it exists; EACCES once the child
+				 * has exec'd (it did it itself then). */
+				if (setpgid(s.pid, s.pid) < 0 && errno != EACCES && errno != ESRCH)
+					fprintf(stderr, "%s: setpgid: %s\n", PROG, strerror(errno));
 				s.main_alive = 1;
 				f = read_failure(ep[0]);
 				if (f) {
@@ -839,9 +873,16 @@ static int answer_existing(struct wk_state *st, const char *id)
 
 	for (;;) {
 		got = wk_state_read(st, id, &r);
+		wire_free(&r);
 		if (got < 0)
 			return wk_errsys(WX_OSERR, "attempts/%s.state", id);
 		if (got == 1) {
+			/* Seen as status sees it: a dead attempt is lost. */
+			int alive;
+
+			got = wk_attempt_status(st, id, &r, &alive);
+			if (got < 0)
+				return wk_errsys(WX_OSERR, "attempts/%s.state", id);
 			got = wk_print(&r);
 			wire_free(&r);
 			return got < 0 ? wk_errsys(WX_OSERR, "stdout") : 0;

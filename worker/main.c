@@ -42,18 +42,21 @@
 
 #include "worker.h"
 
+static const char help[] =
+	"usage: " PROG " [-d STATE_DIR] version\n"
+	"       " PROG " [-d STATE_DIR] gpus\n"
+	"       " PROG " [-d STATE_DIR] launch < SPEC\n"
+	"       " PROG " [-d STATE_DIR] status ID...\n"
+	"       " PROG " [-d STATE_DIR] watch\n"
+	"       " PROG " [-d STATE_DIR] cancel ID\n"
+	"       " PROG " [-d STATE_DIR] log ID [-f]\n"
+	"STATE_DIR defaults to " DEFAULT_STATE_DIR "; see LAYOUT.md section 10.\n";
+
+/* Errors are one line on stderr; -h prints the whole usage. */
 static int usage(void)
 {
-	fprintf(stderr,
-		"usage: %s [-d STATE_DIR] version\n"
-		"       %s [-d STATE_DIR] gpus\n"
-		"       %s [-d STATE_DIR] launch < SPEC\n"
-		"       %s [-d STATE_DIR] status ID...\n"
-		"       %s [-d STATE_DIR] watch\n"
-		"       %s [-d STATE_DIR] cancel ID\n"
-		"       %s [-d STATE_DIR] log ID [-f]\n",
-		PROG, PROG, PROG, PROG, PROG, PROG, PROG);
-	return WX_USAGE;
+	return wk_err(WX_USAGE, "usage: %s [-d STATE_DIR] version|gpus|launch|status ID...|"
+		      "watch|cancel ID|log ID [-f]", PROG);
 }
 
 static const struct {
@@ -102,7 +105,7 @@ int main(int argc, char **argv)
 			dir = argv[++i];
 		} else if (!cmd && (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)) {
 			free(args);
-			usage();
+			fputs(help, stdout);
 			return 0;
 		} else if (!cmd && argv[i][0] == '-') {
 			free(args);
@@ -131,9 +134,8 @@ int main(int argc, char **argv)
 		if (strcmp(cmd, commands[c].name) == 0)
 			break;
 	if (c == sizeof commands / sizeof commands[0]) {
-		wk_err(WX_USAGE, "unknown command %s", cmd);
 		free(args);
-		return usage();
+		return wk_err(WX_USAGE, "unknown command %s (try -h)", cmd);
 	}
 	if (wk_state_open(&st, dir, &why) < 0) {
 		rc = wk_err(WX_OSERR, "%s", why ? why : strerror(errno));

@@ -316,16 +316,17 @@ static int drain(int fd, char **b, size_t *n, size_t cap, int *over)
 	return 0;
 }
 
-/* Run "nvidia-smi QUERY --format=..." and capture its standard output.
- * 0 with *out (malloc'd, NUL-terminated), or -1 with *err. */
-static int run_nvsmi(const char *query, char **out, size_t *outlen, char **err)
+/* Run "nvidia-smi QUERY --format=..." and capture its standard output,
+ * killing it at DEADLINE (wk_mono_ms).  0 with *out (malloc'd,
+ * NUL-terminated), or -1 with *err. */
+static int run_nvsmi(const char *query, long long deadline, char **out, size_t *outlen,
+		     char **err)
 {
 	int op[2] = { -1, -1 }, ep[2] = { -1, -1 };
 	pid_t pid;
 	char *ob = NULL, *eb = NULL;
 	size_t on = 0, en = 0;
 	int oover = 0, eover = 0, odone = 0, edone = 0, st = 0, timed_out = 0;
-	long long deadline = wk_mono_ms() + NVSMI_TIMEOUT_MS;
 
 	*out = NULL;
 	*err = NULL;
@@ -454,15 +455,18 @@ int nv_query(struct nv_info *info, char **err)
 	char *out;
 	size_t len;
 	int r;
+	/* One deadline for both questions: a whole query never takes
+	 * longer than NVSMI_TIMEOUT_MS. */
+	long long deadline = wk_mono_ms() + NVSMI_TIMEOUT_MS;
 
 	memset(info, 0, sizeof *info);
-	if (run_nvsmi(q_gpus, &out, &len, err) < 0)
+	if (run_nvsmi(q_gpus, deadline, &out, &len, err) < 0)
 		return -1;
 	r = nv_parse_gpus(out, len, info, err);
 	free(out);
 	if (r < 0)
 		goto fail;
-	if (run_nvsmi(q_apps, &out, &len, err) < 0)
+	if (run_nvsmi(q_apps, deadline, &out, &len, err) < 0)
 		goto fail;
 	r = nv_parse_apps(out, len, info, err);
 	free(out);

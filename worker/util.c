@@ -250,7 +250,7 @@ static char *cwd_dup(void)
 
 char *wk_expand_path(const char *path, int abs)
 {
-	char *r, *base;
+	char *r, *base, *rel;
 
 	if (path[0] == '~' && (path[1] == '\0' || path[1] == '/')) {
 		char *h = home_dir();
@@ -259,30 +259,21 @@ char *wk_expand_path(const char *path, int abs)
 			return NULL;
 		r = wk_asprintf("%s%s", h, path + 1);
 		free(h);
-		if (!r || r[0] == '/' || !abs)
-			return r;
-		path = r;       /* a relative $HOME: made absolute below */
 	} else {
-		r = NULL;
+		r = strdup(path);
 	}
-	if (path[0] == '/' || !abs) {
-		char *c = strdup(path);
-
-		free(r);
-		return c;
-	}
+	if (!r || r[0] == '/' || !abs)
+		return r;
 	base = cwd_dup();
 	if (!base) {
 		free(r);
 		return NULL;
 	}
-	{
-		char *a = wk_asprintf("%s/%s", base, path);
-
-		free(base);
-		free(r);
-		return a;
-	}
+	rel = r;
+	r = wk_asprintf("%s/%s", base, rel);
+	free(base);
+	free(rel);
+	return r;
 }
 
 /* mkdir -p PATH with mode 0700 for what is made; existing ones are left

@@ -31,7 +31,8 @@
  * exited).  A job that exits on SIGTERM is never made to wait for it. */
 #define KILL_DELAY 10
 
-/* nvidia-smi gets this long to answer, and this much output. */
+/* nvidia-smi gets this long to answer both questions of a query (cards,
+ * then compute apps), and this much output. */
 #define NVSMI_TIMEOUT_MS 10000
 #define NVSMI_MAX_OUTPUT (1u << 20)
 
@@ -152,8 +153,8 @@ struct nv_info {
 int nv_parse_gpus(const char *buf, size_t len, struct nv_info *info, char **err);
 int nv_parse_apps(const char *buf, size_t len, struct nv_info *info, char **err);
 
-/* Run nvidia-smi twice (cards, then compute apps) and parse.  0, or -1
- * with *err (malloc'd, one line). */
+/* Run nvidia-smi twice (cards, then compute apps; NVSMI_TIMEOUT_MS in
+ * all) and parse.  0, or -1 with *err (malloc'd, one line). */
 int nv_query(struct nv_info *info, char **err);
 void nv_free(struct nv_info *info);
 const struct nv_gpu *nv_find_index(const struct nv_info *info, long long index);

@@ -19,22 +19,10 @@ setup() {
 }
 
 teardown() {
-	kill_attempt_procs
 	teardown_common
 }
 
 # ---- helpers ----------------------------------------------------------------
-
-# kill_attempt_procs: SIGKILL every process holding a file of $STATE
-# open (supervisors and jobs hold their lock and leases).
-kill_attempt_procs() {
-	local p
-	[ -n "${STATE:-}" ] || return 0
-	for p in $(find /proc/[0-9]*/fd -maxdepth 1 -lname "$STATE/*" 2>/dev/null | cut -d/ -f3 | sort -u); do
-		[ "$p" != "$$" ] && kill -KILL "$p" 2>/dev/null
-	done
-	return 0
-}
 
 # wesc STRING: STRING as a wire value (bytes below 0x21, 0x7f and '%'
 # as %XX).
@@ -95,7 +83,11 @@ is_final() {
 }
 
 wait_final() {      # wait_final ID [SECONDS]
-	wait_for "${2:-5}" is_final "$1"
+	wait_for "${2:-5}" "is_final $1"
+}
+
+cpu_ticks() {      # cpu_ticks PID: user + system time so far, in clock ticks
+	awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"
 }
 
 lease_free() {      # lease_free UUID: nobody holds leases/UUID
@@ -125,9 +117,12 @@ go() {
 	[ "$status" -eq 64 ]
 	run cardbaton-worker frobnicate
 	[ "$status" -eq 64 ]
-	[[ $output == *"cardbaton-worker: unknown command frobnicate"* ]]
+	[[ $output == "cardbaton-worker: unknown command frobnicate"* ]]
+	[ "${#lines[@]}" -eq 1 ]
 	run cardbaton-worker status
 	[ "$status" -eq 64 ]
+	[[ $output == "cardbaton-worker: usage: "* ]]
+	[ "${#lines[@]}" -eq 1 ]
 	run cardbaton-worker cancel
 	[ "$status" -eq 64 ]
 	run cardbaton-worker cancel a b
@@ -144,6 +139,9 @@ go() {
 	[ "$status" -eq 64 ]
 	run cardbaton-worker -x status
 	[ "$status" -eq 64 ]
+	run cardbaton-worker -h
+	[ "$status" -eq 0 ]
+	[[ $output == "usage: cardbaton-worker "* ]]
 }
 
 @test "version prints a version record" {
@@ -321,7 +319,7 @@ go() {
 	# when the holder lets go without a state file, it is taken over.
 	mkdir -p "$STATE/attempts/af-2"
 	flock "$STATE/attempts/af-2/lock" sleep 0.3 &
-	wait_for 2 test -e "$STATE/attempts/af-2/lock"
+	wait_for 10 'test -e "$STATE/attempts/af-2/lock"'
 	launch attempt af-2 arg true
 	[ "$status" -eq 0 ]
 	wait_final af-2
@@ -468,6 +466,10 @@ go() {
 		[ "$(readlink "/proc/$p/fd/2")" = "$STATE/attempts/c5-1/log" ]
 	done
 	[ "$(ps -o sid= -p "$sup" | tr -d ' ')" = "$sup" ]
+	# The supervisor sleeps while the job runs (no busy wait).
+	c0=$(cpu_ticks "$sup")
+	sleep 0.5
+	[ $(( $(cpu_ticks "$sup") - c0 )) -le 2 ]
 	go
 	wait_final c5-1
 	lease_free "$U0"
@@ -524,7 +526,11 @@ go() {
 	sup=$(awk '{ sub(/.*\) /, ""); print $2 }' "/proc/$pid/stat")
 	kill -KILL "$sup"
 	kill -KILL -- "-$pid"
-	wait_for 5 lock_free e1-1
+	wait_for 5 'lock_free e1-1'
+	# Launched again: answered (as lost), not started again.
+	run cardbaton-worker launch < "$T/spec.in"
+	[ "$status" -eq 0 ]
+	[ "$(field state <<< "$output")" = lost ]
 	run cardbaton-worker status e1-1
 	[ "$status" -eq 0 ]
 	[ "$(field state <<< "$output")" = lost ]
@@ -542,7 +548,7 @@ go() {
 	launch attempt f0-1 shell 'sleep 300 & echo $! > "$BG"; sleep 300' env "BG=$T/bg" gpu 0
 	[ "$status" -eq 0 ]
 	pid=$(field pid <<< "$output")
-	wait_for 2 test -s "$T/bg"
+	wait_for 10 'test -s "$T/bg"'
 	bg=$(cat "$T/bg")
 	kill -0 "$bg"
 	SECONDS=0
@@ -555,7 +561,7 @@ go() {
 	# so not even a zombie), and so are the lease and the lock.
 	! kill -0 "$pid" 2>/dev/null
 	! kill -0 "$bg" 2>/dev/null
-	wait_for 2 lock_free f0-1
+	wait_for 10 'lock_free f0-1'
 	lease_free "$U0"
 	# Cancel of a finished attempt: the record, unchanged.
 	before=$(cat "$STATE/attempts/f0-1.state")
@@ -566,6 +572,19 @@ go() {
 	run cardbaton-worker cancel nope
 	[ "$status" -eq 66 ]
 	[[ $output == *"cardbaton-worker: unknown attempt nope"* ]]
+}
+
+@test "a finished job's leftover processes (its group, and escapees in a new session) are stopped before the final state" {
+	launch attempt f2-1 shell 'sleep 300 & echo $! > "$BG"; setsid sleep 301 & echo $! > "$ESC"; exit 0' \
+		env "BG=$T/bg" env "ESC=$T/esc" gpu 2
+	[ "$status" -eq 0 ]
+	SECONDS=0
+	wait_final f2-1
+	[ "$SECONDS" -le 2 ]
+	[ "$(st f2-1 state)" = succeeded ]
+	! kill -0 "$(cat "$T/bg")" 2>/dev/null
+	! kill -0 "$(cat "$T/esc")" 2>/dev/null
+	lease_free "$U2"
 }
 
 @test "timeout: the job is stopped and fails with reason timeout" {
@@ -590,15 +609,15 @@ go() {
 	cardbaton-worker watch < "$T/watch.in" > "$T/watch.out" 3>&- &
 	wpid=$!
 	exec {wfd}> "$T/watch.in"
-	wait_for 2 grep -qx 'ready 1' "$T/watch.out"
+	wait_for 10 'grep -qx "ready 1" "$T/watch.out"'
 	# No history: only the ready record so far.
 	[ "$(cat "$T/watch.out")" = "$(printf 'ready 1\nend')" ]
 	go_fifo
 	launch attempt 9a-1 shell 'read x < "$GO"' env "GO=$T/go"
-	wait_for 2 grep -qx 'state running' "$T/watch.out"
+	wait_for 10 'grep -qx "state running" "$T/watch.out"'
 	go
 	# The final record within a second of the job's end.
-	wait_for 1 grep -qx 'state succeeded' "$T/watch.out"
+	wait_for 1 'grep -qx "state succeeded" "$T/watch.out"'
 	rec=$(awk '$0 == "end" { if (hit) print rec; rec = ""; hit = 0; next }
 		{ rec = rec $0 "\n"; if ($0 == "state succeeded") hit = 1 }' "$T/watch.out")
 	[ "$(field attempt <<< "$rec")" = 9a-1 ]
@@ -618,14 +637,14 @@ go() {
 	go_fifo
 	launch attempt 9b-1 shell 'echo one; echo err >&2; read x < "$GO"; echo two' env "GO=$T/go"
 	[ "$status" -eq 0 ]
-	wait_for 2 grep -q one "$STATE/attempts/9b-1/log"
-	wait_for 2 grep -q err "$STATE/attempts/9b-1/log"
+	wait_for 10 'grep -q one "$STATE/attempts/9b-1/log"'
+	wait_for 10 'grep -q err "$STATE/attempts/9b-1/log"'
 	run cardbaton-worker log 9b-1
 	[ "$status" -eq 0 ]
 	[ "$output" = "$(printf 'one\nerr')" ]
 	cardbaton-worker log 9b-1 -f > "$T/follow" 3>&- &
 	fpid=$!
-	wait_for 2 grep -q err "$T/follow"
+	wait_for 10 'grep -q err "$T/follow"'
 	kill -0 "$fpid"
 	go
 	wait "$fpid"

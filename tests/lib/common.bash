@@ -86,11 +86,24 @@ json() {
 	python3 -c 'import json,sys; d=json.load(sys.stdin); r=eval(sys.argv[1]); print(r if not isinstance(r,(list,dict)) else json.dumps(r))' "$1"
 }
 
+# kill_attempt_procs: SIGKILL every process holding a file of $STATE
+# open (supervisors and jobs hold their lock and leases), whatever its
+# command line.
+kill_attempt_procs() {
+	local p
+	[ -n "${STATE:-}" ] || return 0
+	for p in $(find /proc/[0-9]*/fd -maxdepth 1 -lname "$STATE/*" 2>/dev/null | cut -d/ -f3 | sort -u); do
+		[ "$p" != "$$" ] && kill -KILL "$p" 2>/dev/null
+	done
+	return 0
+}
+
 teardown_common() {
 	if [ -z "${BATS_TEST_COMPLETED:-}" ] && [ -s "$T/daemon.log" ]; then
 		{ echo "# --- $T/daemon.log"; sed 's/^/# /' "$T/daemon.log"; } >&3
 	fi
 	stop_daemon
+	kill_attempt_procs
 	# Kill whatever a test left running in its own tree.
 	pkill -KILL -f "$T/" 2>/dev/null || true
 }
