@@ -18,6 +18,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -308,11 +309,11 @@ static int drain(int fd, struct sbuf *b)
 	return 1;
 }
 
-int node_run(const struct config *c, const struct node_conf *nc,
-	     const char *const *args, const char *input, size_t inlen,
-	     int timeout_ms, struct node_reply *r)
+/* Run ARGV (consumed), feeding INPUT, collecting its output, within
+ * TIMEOUT_MS. */
+static int run_argv(char **argv, const char *input, size_t inlen, int timeout_ms,
+		    struct node_reply *r)
 {
-	char **argv = node_argv(c, nc, args);
 	int pi[2] = { -1, -1 }, po[2] = { -1, -1 }, pe[2] = { -1, -1 };
 	struct sbuf out = { 0 }, err = { 0 };
 	long long deadline = mono_ms() + timeout_ms;
@@ -324,6 +325,7 @@ int node_run(const struct config *c, const struct node_conf *nc,
 	r->status = -1;
 	if (!argv)
 		return -1;
+	/* From here on ARGV is ours to free. */
 	if (cloexec_pipe(pi) < 0 || cloexec_pipe(po) < 0 || cloexec_pipe(pe) < 0 ||
 	    (pid = spawn(argv, pi[0], po[1], pe[1])) < 0) {
 		int saved = errno;
@@ -417,6 +419,168 @@ int node_run(const struct config *c, const struct node_conf *nc,
 	r->outlen = out.len;
 	r->err = err.s;
 	return 0;
+}
+
+int node_run(const struct config *c, const struct node_conf *nc,
+	     const char *const *args, const char *input, size_t inlen,
+	     int timeout_ms, struct node_reply *r)
+{
+	struct cb_err err = { 0 };
+
+	if (run_argv(node_argv(c, nc, args), input, inlen, timeout_ms, r) < 0)
+		return -1;
+	/* 127 from the node's shell: this worker version is not there yet.
+	 * Ship it and ask again (nothing ran, so asking again is safe). */
+	if (nc->local || r->status != 127)
+		return 0;
+	if (node_ensure_worker(c, nc, &err) < 0) {
+		free(r->err);
+		r->err = err.msg ? err.msg : strdup("cannot install the worker");
+		r->status = -1;
+		return 0;
+	}
+	node_reply_free(r);
+	return run_argv(node_argv(c, nc, args), input, inlen, timeout_ms, r);
+}
+
+/* The file shipped to nodes, NAME, beside the running program or in
+ * ../libexec/cardbaton/ (an installed tree).  malloc'd or NULL. */
+static char *ship_file(const char *name)
+{
+	char self[PATH_MAX + 1], *slash, *p;
+	ssize_t n = readlink("/proc/self/exe", self, PATH_MAX);
+
+	if (n <= 0)
+		return NULL;
+	self[n] = '\0';
+	if (!(slash = strrchr(self, '/')))
+		return NULL;
+	*slash = '\0';
+	if ((p = xasprintf("%s/%s", self, name)) && access(p, R_OK) == 0)
+		return p;
+	free(p);
+	if ((p = xasprintf("%s/../libexec/cardbaton/%s", self, name)) && access(p, R_OK) == 0)
+		return p;
+	free(p);
+	return NULL;
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+	char *dir = strdup(path), *slash, *buf = NULL;
+	int fd;
+
+	if (!dir)
+		return NULL;
+	slash = strrchr(dir, '/');
+	*slash = '\0';
+	if ((fd = open(*dir ? dir : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+		if (read_capped(fd, slash + 1, 64u << 20, &buf, len) < 0)
+			buf = NULL;
+		close(fd);
+	}
+	free(dir);
+	return buf;
+}
+
+/* Run the shell command line CMD on NC, feeding INPUT. */
+static int run_remote(const struct config *c, const struct node_conf *nc, struct sbuf *cmd,
+		      const char *input, size_t inlen, int timeout_ms, struct node_reply *r)
+{
+	char **argv = ssh_argv(c, nc, cmd->s);
+
+	cmd->s = NULL;
+	sbuf_free(cmd);
+	if (!argv)
+		return -1;
+	return run_argv(argv, input, inlen, timeout_ms, r);
+}
+
+int node_ensure_worker(const struct config *c, const struct node_conf *nc, struct cb_err *err)
+{
+	struct sbuf cmd = { 0 };
+	struct node_reply r, r2;
+	struct utsname u;
+	char *arch, *file = NULL, *body = NULL, *input = NULL;
+	size_t len = 0;
+	int native, ret = -1, tty = isatty(2);
+
+	if (nc->local)
+		return 0;
+	/* One round trip: is it there, and if not, what machine is this? */
+	if (sbuf_add(&cmd, "p=", 2) < 0 || remote_worker(&cmd, c) < 0 ||
+	    sbuf_addf(&cmd, "; if [ -x \"$p\" ]; then echo present; else uname -m; fi") < 0 ||
+	    run_remote(c, nc, &cmd, NULL, 0, NODE_QUERY_MS, &r) < 0)
+		return cb_err_sys(err, EX_UNAVAILABLE_, "%s", nc->name);
+	if (r.status != 0) {
+		cb_err_set(err, EX_UNAVAILABLE_, "%s: %s", nc->name,
+			   *r.err ? r.err : "cannot reach the node");
+		node_reply_free(&r);
+		return -1;
+	}
+	arch = r.out;
+	arch[strcspn(arch, "\n")] = '\0';
+	if (!strcmp(arch, "present")) {
+		node_reply_free(&r);
+		return 0;
+	}
+	native = uname(&u) == 0 && !strcmp(u.machine, arch);
+	if (tty)
+		fprintf(stderr, "cardbaton: %s: installing cardbaton-worker %s (%s, %s)...\n",
+			nc->name, WORKER_ID, arch, native ? "static build" : "compiled there");
+	if (!(file = ship_file(native ? "cardbaton-worker-static" : "cardbaton-worker.shar")) ||
+	    !(body = slurp(file, &len))) {
+		cb_err_set(err, EX_UNAVAILABLE_, "%s: cannot find %s to install the worker", nc->name,
+			   native ? "cardbaton-worker-static" : "cardbaton-worker.shar");
+		goto out;
+	}
+	if (native) {
+		/* Temp file beside the target, then rename: never half a binary. */
+		if (sbuf_add(&cmd, "set -e; umask 077; d=", 21) < 0 ||
+		    remote_path(&cmd, c->remote_state_dir, "/bin") < 0 ||
+		    sbuf_addf(&cmd, "; mkdir -p \"$d\"; t=\"$d/.tmp.$$\"; cat > \"$t\"; "
+			      "chmod 755 \"$t\"; mv -f \"$t\" \"$d/cardbaton-worker-%s\"", WORKER_ID) < 0)
+			goto oom;
+		input = body;
+		body = NULL;
+	} else {
+		struct sbuf sh = { 0 };
+
+		/* The script builds into $dest.tmp.PID and renames. */
+		if (sbuf_add(&sh, "dest=", 5) < 0 || remote_worker(&sh, c) < 0 ||
+		    sbuf_add(&sh, "\n", 1) < 0 || sbuf_add(&sh, body, len) < 0) {
+			sbuf_free(&sh);
+			goto oom;
+		}
+		input = sh.s;
+		len = sh.len;
+		if (sbuf_add(&cmd, "umask 077; sh -s", 16) < 0)
+			goto oom;
+	}
+	if (run_remote(c, nc, &cmd, input, len, 4 * NODE_CALL_MS, &r2) < 0) {
+		cb_err_sys(err, EX_UNAVAILABLE_, "%s", nc->name);
+		goto out;
+	}
+	if (r2.status != 0) {
+		cb_err_set(err, EX_UNAVAILABLE_, "%s: installing the worker failed: %s", nc->name,
+			   *r2.err ? r2.err : "no reason given");
+		node_reply_free(&r2);
+		goto out;
+	}
+	node_reply_free(&r2);
+	if (tty)
+		fprintf(stderr, "cardbaton: %s: cardbaton-worker installed\n", nc->name);
+	ret = 0;
+	goto out;
+oom:
+	cb_err_sys(err, EX_OSERR_, "%s", nc->name);
+out:
+	sbuf_free(&cmd);
+	node_reply_free(&r);
+	free(file);
+	free(body);
+	free(input);
+	return ret;
 }
 
 void node_reply_free(struct node_reply *r)

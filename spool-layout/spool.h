@@ -454,11 +454,22 @@ void argv_free(char **v);
 /* Run ARGS on the node, write INPUT (may be NULL) to its stdin, collect
  * stdout and stderr, all within TIMEOUT_MS (then it is killed).  0 with
  * R filled (look at r->status), or -1 with errno when it could not be
- * started. */
+ * started.  On an SSH node that lacks this worker version (the remote
+ * shell answers 127) the worker is installed and the call repeated. */
 int node_run(const struct config *c, const struct node_conf *nc,
 	     const char *const *args, const char *input, size_t inlen,
 	     int timeout_ms, struct node_reply *r);
 void node_reply_free(struct node_reply *r);
+
+/*
+ * Make sure REMOTE_STATE_DIR/bin/cardbaton-worker-WORKER_ID exists on
+ * the SSH node NC (no-op for a local node): a static build when the
+ * node's `uname -m` is the controller's, else the sources compiled
+ * there with cc.  Installed atomically (temp file + rename); progress on
+ * stderr when it is a terminal.  0, or -1 with EX_UNAVAILABLE_.
+ */
+int node_ensure_worker(const struct config *c, const struct node_conf *nc,
+		       struct cb_err *err);
 
 /* Start ARGS on the node for a long conversation (watch, log -f):
  * *in (its stdin, or -1 when IN is NULL) and *out are pipe ends, close-on-exec. */

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "spoold.h"
@@ -627,15 +628,19 @@ void node_ok(struct daemon *d, size_t node)
 static void cancel_running(struct daemon *d, struct rent *e)
 {
 	const char *args[] = { "cancel", e->aid, NULL };
-	int out;
-	pid_t pid = node_spawn(&d->cfg, d->nodes[e->node].conf, args, NULL, &out);
+	pid_t pid = fork();
+	int out, status;
 
-	/* The worker stops the process group; the end arrives as an event.
-	 * Its reply is not needed, the child is reaped by the main loop. */
-	if (pid < 0)
-		logmsg("job %lld: cancel: %s", e->id, strerror(errno));
-	else
-		close(out);
+	/* The worker stops the process group and waits for its end, which
+	 * arrives here as an event: nobody waits for its reply.  A child
+	 * starts it and exits at once, so init reaps it, not us. */
+	if (pid == 0) {
+		if (node_spawn(&d->cfg, d->nodes[e->node].conf, args, NULL, &out) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
+		logmsg("job %lld: cancel: could not ask the node", e->id);
 }
 
 static int finish_unstarted(struct daemon *d, enum spool_dir dir, const char *name,

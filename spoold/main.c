@@ -302,9 +302,18 @@ static void watch_stop(struct node *n)
 static void watch_start(struct daemon *d, struct node *n)
 {
 	static const char *const args[] = { "watch", NULL };
+	struct cb_err err = { 0 };
 	int in, out;
-	pid_t pid = node_spawn(&d->cfg, n->conf, args, &in, &out);
+	pid_t pid;
 
+	/* The stream cannot ship the worker itself: make sure it is there. */
+	if (node_ensure_worker(&d->cfg, n->conf, &err) < 0) {
+		node_failed(d, (size_t)(n - d->nodes), err.msg ? err.msg : "cannot install the worker");
+		cb_err_free(&err);
+		n->watch_retry_at = n->retry_at;
+		return;
+	}
+	pid = node_spawn(&d->cfg, n->conf, args, &in, &out);
 	if (pid < 0) {
 		logmsg("node %s: watch: %s", n->conf->name, strerror(errno));
 		n->watch_retry_at = mono_now() + BACKOFF_MIN_MS;
@@ -433,6 +442,39 @@ static void ino_read(struct daemon *d, int fd, int wd_new, int wd_ctl)
 
 /* ---- main ---------------------------------------------------------------- */
 
+/* --once: ask every node for its cards, wait for the answers (each
+ * within its deadline), and make one pass. */
+static void once(struct daemon *d)
+{
+	if (!d->nq)
+		return;
+	for (size_t k = 0; k < d->nnodes; k++)
+		query_start(d, &d->nodes[k]);
+	for (;;) {
+		struct pollfd *p = calloc(d->nnodes, sizeof *p);
+		int busy = 0;
+
+		if (!p)
+			return;
+		for (size_t k = 0; k < d->nnodes; k++) {
+			query_expire(d, &d->nodes[k]);
+			p[k].fd = d->nodes[k].query_pid > 0 ? d->nodes[k].query_fd : -1;
+			p[k].events = POLLIN;
+			busy |= d->nodes[k].query_pid > 0;
+		}
+		if (!busy) {
+			free(p);
+			break;
+		}
+		if (poll(p, d->nnodes, 100) > 0)
+			for (size_t k = 0; k < d->nnodes; k++)
+				if (p[k].revents && d->nodes[k].query_pid > 0)
+					query_read(d, &d->nodes[k]);
+		free(p);
+	}
+	schedule(d);
+}
+
 static int setup_nodes(struct daemon *d)
 {
 	if (!(d->nodes = calloc(d->cfg.nnodes, sizeof *d->nodes)))
@@ -462,6 +504,8 @@ static int min_timeout(struct daemon *d)
 			next = n->watch_retry_at;
 		if (!n->reachable && n->retry_at && d->nq && n->retry_at < next)
 			next = n->retry_at;
+		if (n->query_pid > 0 && n->query_deadline < next)
+			next = n->query_deadline;
 	}
 	if (next == LLONG_MAX)
 		return -1;
@@ -483,6 +527,7 @@ static void timers(struct daemon *d)
 	for (size_t k = 0; k < d->nnodes; k++) {
 		struct node *n = &d->nodes[k];
 
+		query_expire(d, n);
 		if (!d->once && n->watch_pid <= 0 && n->watch_retry_at && now >= n->watch_retry_at)
 			watch_start(d, n);
 		if (!n->reachable && n->retry_at && now >= n->retry_at && d->nq)
@@ -558,7 +603,7 @@ int main(int argc, char **argv)
 	scan_dir(&d, SD_CTL);
 	reconcile_all(&d);
 	if (d.once) {
-		schedule(&d);
+		once(&d);
 		goto out;
 	}
 	for (size_t k = 0; k < d.nnodes; k++)
@@ -569,12 +614,10 @@ int main(int argc, char **argv)
 		size_t np = 2;
 		int n, quit = 0;
 
-		while (waitpid(-1, NULL, WNOHANG) > 0)
-			;   /* background cancels */
 		timers(&d);
 		if (d.dirty)
 			schedule(&d);
-		if (!(p = calloc(d.nnodes + 2, sizeof *p))) {
+		if (!(p = calloc(2 * d.nnodes + 2, sizeof *p))) {
 			logmsg("%s", strerror(errno));
 			break;
 		}
@@ -584,6 +627,8 @@ int main(int argc, char **argv)
 		p[1].events = POLLIN;
 		for (size_t k = 0; k < d.nnodes; k++) {
 			p[np].fd = d.nodes[k].watch_pid > 0 ? d.nodes[k].watch_out : -1;
+			p[np++].events = POLLIN;
+			p[np].fd = d.nodes[k].query_pid > 0 ? d.nodes[k].query_fd : -1;
 			p[np++].events = POLLIN;
 		}
 		n = poll(p, np, min_timeout(&d));
@@ -608,9 +653,12 @@ int main(int argc, char **argv)
 			}
 			if (p[0].revents)
 				ino_read(&d, ino, wd_new, wd_ctl);
-			for (size_t k = 0; k < d.nnodes; k++)
-				if (p[k + 2].revents && d.nodes[k].watch_pid > 0)
+			for (size_t k = 0; k < d.nnodes; k++) {
+				if (p[2 * k + 2].revents && d.nodes[k].watch_pid > 0)
 					watch_read(&d, k);
+				if (p[2 * k + 3].revents && d.nodes[k].query_pid > 0)
+					query_read(&d, &d.nodes[k]);
+			}
 		}
 		free(p);
 		if (quit)
@@ -620,6 +668,8 @@ out:
 	logmsg("stopping; running jobs keep running");
 	for (size_t k = 0; k < d.nnodes; k++) {
 		watch_stop(&d.nodes[k]);
+		query_stop(&d.nodes[k]);
+		sbuf_free(&d.nodes[k].query_buf);
 		gpus_free(d.nodes[k].gpus, d.nodes[k].ngpus);
 		free(d.nodes[k].taken);
 		free(d.nodes[k].held);

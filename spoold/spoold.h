@@ -27,6 +27,11 @@ struct node {
 	/* per scheduling pass */
 	unsigned char *taken;           /* by a placement this pass, per snapshot slot */
 	unsigned char *held;            /* reserved for a starving job */
+	/* a GPU query in flight (cardbaton-worker gpus), read by the loop */
+	pid_t query_pid;
+	int query_fd;
+	struct sbuf query_buf;
+	long long query_deadline;       /* mono ms */
 	/* the live event stream (cardbaton-worker watch) */
 	pid_t watch_pid;
 	int watch_in, watch_out;
@@ -96,5 +101,9 @@ void node_ok(struct daemon *d, size_t node);
 
 /* sched.c */
 int schedule(struct daemon *d);
+void query_start(struct daemon *d, struct node *n);
+void query_read(struct daemon *d, struct node *n);
+void query_expire(struct daemon *d, struct node *n);
+void query_stop(struct node *n);
 
 #endif

@@ -11,7 +11,10 @@
 setup_common() {
 	T=$BATS_TEST_TMPDIR
 	export HOME=$T/home XDG_CONFIG_HOME=$T/home/.config XDG_STATE_HOME=$T/home/.local/state
+	# ssh connection-sharing sockets per test (node.c puts them here).
+	export XDG_RUNTIME_DIR=$T/run
 	mkdir -p "$HOME"
+	mkdir -m 0700 "$XDG_RUNTIME_DIR"
 	export FAKE_GPU_DIR=$T/gpus
 	mkdir -p "$FAKE_GPU_DIR/bin"
 	ln -s "$CB_TOP/tests/fake-nvidia-smi" "$FAKE_GPU_DIR/bin/nvidia-smi"

@@ -1,0 +1,211 @@
+#!/usr/bin/env bats
+# SSH nodes: real sshd test hosts in network namespaces (tests/lib/sshhosts.bash),
+# the worker shipped over ssh, the daemon and the tools in the client namespace.
+
+load ../lib/common
+load ../lib/sshhosts
+
+setup_file() {
+	if hosts_available; then hosts_up 3; fi
+}
+
+teardown_file() {
+	hosts_down
+}
+
+setup() {
+	[ -n "${HOSTS_UID:-}" ] || skip "needs root, ip netns and sshd"
+	setup_common
+	C=$T/config.yaml
+	for i in 1 2 3; do host_default_gpus "$i"; done
+	# Each test starts with no worker and no state on the hosts.
+	for i in 1 2 3; do rm -rf "$(host_home "$i")/.local"; done
+	cat > "$C" <<-YAML
+		spool: ./spool
+		ssh_command: [ssh, -F, $SSH_CONFIG]
+		nodes:
+		  host1:
+		    ssh: host1
+		  host2:
+		    ssh: host2
+		  host3:
+		    ssh: host3
+		    gpus: [0, 1, 2, 3, 4, 5]
+	YAML
+}
+
+teardown() {
+	teardown_common
+	for i in 1 2 3; do host_heal "$i" 2>/dev/null || true; done
+	# Processes of this test on the hosts: everything that holds a file of
+	# a host's state directory.
+	for i in 1 2 3; do
+		for p in $(find /proc/[0-9]*/fd -maxdepth 1 -lname "$(host_home "$i")/.local/*" 2>/dev/null | cut -d/ -f3 | sort -u); do
+			kill -KILL "$p" 2>/dev/null || true
+		done
+	done
+}
+
+c() { in_client "$@"; }
+sub() { in_client cardbaton-submit --config "$C" "$@"; }
+st() { in_client cardbaton-status --config "$C" "$@"; }
+state() { st --json "$1" | json 'd["jobs"][0]["state"]'; }
+field() { st --json "$1" | json "d[\"jobs\"][0][\"$2\"]"; }
+final() {
+	case "$(state "$1")" in succeeded|failed|cancelled|lost) return 0 ;; esac
+	return 1
+}
+ssh_daemon() {
+	local before
+	before=$(grep -c serving "$T/daemon.log" 2>/dev/null || true)
+	# ip netns exec execs the daemon: $! is the daemon itself.
+	ip netns exec "$CLIENT_NS" cardbaton-spoold --config "$C" >>"$T/daemon.log" 2>&1 3>&- &
+	DAEMON_PID=$!
+	wait_for 10 '[ "$(grep -c serving "$T/daemon.log")" -gt "${before:-0}" ]'
+}
+
+@test "jobs spread over the hosts, never on busy or excluded cards; a pinned job gets that card" {
+	ssh_daemon
+	ids=()
+	for i in $(seq 1 12); do
+		ids+=("$(sub -- sh -c 'echo "$CARDBATON_HOST $CUDA_VISIBLE_DEVICES" > "$0"; sleep 3' "$T/out.$i")")
+	done
+	pinned=$(sub --node host3 --gpus 5 -- sh -c 'echo "$CUDA_VISIBLE_DEVICES" > "$0"' "$T/pinned")
+	for id in "${ids[@]}" "$pinned"; do wait_for 40 final "$id"; done
+	for id in "${ids[@]}" "$pinned"; do [ "$(state "$id")" = succeeded ]; done
+	[ "$(cat "$T/pinned")" = "$(host_gpu_uuid 3 5)" ]
+	cat "$T"/out.* > "$T/all"
+	# Used all three hosts; never host2's busy card 1, host3's card 0
+	# (compute process) or its excluded cards 6 and 7.
+	grep -q '^host1 ' "$T/all"
+	grep -q '^host2 ' "$T/all"
+	grep -q '^host3 ' "$T/all"
+	! grep -q "$(host_gpu_uuid 2 1)" "$T/all"
+	! grep -q "$(host_gpu_uuid 3 0)" "$T/all"
+	! grep -q "$(host_gpu_uuid 3 6)" "$T/all"
+	! grep -q "$(host_gpu_uuid 3 7)" "$T/all"
+	# The worker was shipped once per host, into its state directory.
+	for i in 1 2 3; do
+		[ "$(ls "$(host_home "$i")/.local/state/sshgpu-queue/bin" | wc -l)" -eq 1 ]
+	done
+}
+
+@test "a list command reaches the node's argv byte for byte; a string runs under sh -c" {
+	ssh_daemon
+	printf '%s\n' '{"command": ["python3", "-c", "import sys,json; open(sys.argv[1],\"w\").write(json.dumps(sys.argv[2:]))", "ARGV_OUT", "a b", "it'"'"'s", "\"q\"", "$HOME", "back\\slash", "new\nline", "*", "", "é✓"], "node": "host2"}' \
+		| sed "s#ARGV_OUT#$T/argv#" > "$T/job.json"
+	id=$(sub --job "$T/job.json")
+	s=$(sub --node host1 --job /dev/stdin <<< 'command: "echo $((6 * 7)) > '"$T"'/shell"')
+	wait_for 20 final "$id"
+	wait_for 20 final "$s"
+	[ "$(state "$id")" = succeeded ]
+	python3 - "$T/argv" <<-'PY'
+		import json, sys
+		got = json.load(open(sys.argv[1]))
+		want = ["a b", "it's", '"q"', "$HOME", "back\\slash", "new\nline", "*", "", "é✓"]
+		assert got == want, (got, want)
+	PY
+	[ "$(cat "$T/shell")" = 42 ]
+}
+
+@test "connections cut again and again during launches: every job runs exactly once" {
+	ssh_daemon
+	ids=()
+	for i in $(seq 1 20); do
+		ids+=("$(sub --node host1 --gpu-count 0 -- sh -c 'echo "$1" >> "$0"; sleep 0.3' "$T/runs" "$i")")
+	done
+	for k in $(seq 1 15); do host_cut 1; sleep 0.15; done
+	for id in "${ids[@]}"; do wait_for 60 final "$id"; done
+	for id in "${ids[@]}"; do [ "$(state "$id")" = succeeded ]; done
+	[ "$(wc -l < "$T/runs")" -eq 20 ]
+	[ "$(sort -n "$T/runs" | uniq | wc -l)" -eq 20 ]
+}
+
+@test "kill -9 of the daemon during launches and runs: every job exactly once, all recorded" {
+	ids=()
+	for i in $(seq 1 18); do
+		ids+=("$(sub -- sh -c 'echo "$1" >> "$0"; sleep 0.4' "$T/runs" "$i")")
+	done
+	for round in 1 2 3 4 5; do
+		ssh_daemon
+		sleep 0.$((RANDOM % 7 + 3))
+		kill -9 "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null || true; DAEMON_PID=
+	done
+	ssh_daemon
+	for id in "${ids[@]}"; do wait_for 60 final "$id"; done
+	for id in "${ids[@]}"; do [ "$(state "$id")" = succeeded ]; done
+	[ "$(wc -l < "$T/runs")" -eq 18 ]
+	[ "$(sort -n "$T/runs" | uniq | wc -l)" -eq 18 ]
+}
+
+@test "a partitioned host: gpus answers within its deadline; after healing the job's end is recorded once" {
+	ssh_daemon
+	id=$(sub --node host2 -- sh -c 'echo run >> "$0"; sleep 4' "$T/runs")
+	wait_for 20 '[ "$(state "$id")" = running ]'
+	host_partition 2
+	t0=$(date +%s)
+	run in_client cardbaton-gpus --config "$C" --json
+	t1=$(date +%s)
+	[ "$status" -eq 0 ]
+	[ $((t1 - t0)) -le 20 ]
+	[ "$(echo "$output" | json '[n["reachable"] for n in d["nodes"]]')" = "[true, false, true]" ]
+	[ "$(echo "$output" | json 'd["nodes"][1]["error"] is not None')" = True ]
+	# While the node cannot be asked, its job is not declared lost.
+	sleep 6
+	[ "$(state "$id")" = running ]
+	host_heal 2
+	wait_for 60 final "$id"
+	[ "$(state "$id")" = succeeded ]
+	[ "$(wc -l < "$T/runs")" -eq 1 ]
+}
+
+@test "worker and job killed on a host: lost within the reconcile interval" {
+	ssh_daemon
+	id=$(sub --node host1 -- sh -c 'echo $$ > "$0"; exec sleep 300' "$T/pid")
+	wait_for 20 '[ -s "$T/pid" ]'
+	wait_for 20 '[ "$(state "$id")" = running ]'
+	aid=$(in_client cat "$T/spool/running/$(printf %010d "$id").job" | json 'd["attempts"][-1]["id"]')
+	state_dir=$(host_home 1)/.local/state/sshgpu-queue
+	for p in $(find /proc/[0-9]*/fd -maxdepth 1 -lname "$state_dir/attempts/$aid/*" 2>/dev/null | cut -d/ -f3 | sort -u); do
+		kill -KILL "$p"
+	done
+	# Reconcile every 5 s, plus the status call: lost within 10 s.
+	wait_for 12 '[ "$(state "$id")" = lost ]'
+	[[ "$(field "$id" reason)" == *"worker vanished"* ]]
+}
+
+@test "the worker is shipped on first contact, atomically, and reused afterwards" {
+	bin=$(host_home 1)/.local/state/sshgpu-queue/bin
+	mkdir -p "$bin"
+	# An older version already there stays; the new one is added.
+	printf '#!/bin/sh\nexit 99\n' > "$bin/cardbaton-worker-0.0.1-0000000000000000"
+	chmod 755 "$bin/cardbaton-worker-0.0.1-0000000000000000"
+	run in_client cardbaton-gpus --config "$C" --node host1 --json
+	[ "$status" -eq 0 ]
+	[ "$(ls "$bin" | wc -l)" -eq 2 ]
+	new=$(ls "$bin" | grep -v 0.0.1)
+	[ -x "$bin/$new" ]
+	[ -z "$(ls -A "$bin" | grep '^\.')" ]
+	before=$(stat -c %Y.%i "$bin/$new")
+	in_client cardbaton-gpus --config "$C" --node host1 >/dev/null
+	ssh_daemon
+	id=$(sub --node host1 -- true)
+	wait_for 20 final "$id"
+	[ "$(stat -c %Y.%i "$bin/$new")" = "$before" ]
+	[ "$(ls "$bin" | wc -l)" -eq 2 ]
+}
+
+@test "a node of another architecture gets the worker compiled from source" {
+	command -v cc >/dev/null || skip "no C compiler on the test host"
+	# host3 says it is a riscv64 machine.
+	printf '#!/bin/sh\n[ "$1" = -m ] && echo riscv64 || exec /bin/uname "$@"\n' > "$(host_bin_dir 3)/uname"
+	chmod 755 "$(host_bin_dir 3)/uname"
+	run in_client cardbaton-gpus --config "$C" --node host3 --json
+	rm -f "$(host_bin_dir 3)/uname"
+	[ "$status" -eq 0 ]
+	bin=$(host_home 3)/.local/state/sshgpu-queue/bin
+	[ "$(ls "$bin" | wc -l)" -eq 1 ]
+	# Built there: not the static build that was shipped to the others.
+	! cmp -s "$bin"/cardbaton-worker-* "$CB_BUILD/cardbaton-worker-static"
+	[ "$(echo "$output" | json 'len(d["nodes"][0]["gpus"])')" -eq 8 ]
+}
