@@ -479,6 +479,31 @@ static char *list_ids(struct spool *sp, int have_spool, char **ids, int n, size_
 	return missing.s;
 }
 
+/* What the daemon last saw of each configured node (nodes/). */
+static struct node_status *nodes;
+static size_t nnodes;
+
+static void load_nodes(struct spool *sp, const struct config *c)
+{
+	size_t k = 0;
+
+	if (spool_node_list(sp, &nodes, &nnodes) < 0)
+		return;
+	for (size_t i = 0; i < nnodes; i++) {
+		if (config_node(c, nodes[i].name)) {
+			struct node_status t = nodes[k];
+
+			nodes[k++] = nodes[i];
+			nodes[i] = t;
+		}
+	}
+	for (size_t i = k; i < nnodes; i++) {   /* nodes no longer configured */
+		free(nodes[i].name);
+		free(nodes[i].error);
+	}
+	nnodes = k;
+}
+
 static void print_json(void)
 {
 	fputs("{\"jobs\": [", stdout);
@@ -486,7 +511,40 @@ static void print_json(void)
 		printf("%s\n%s", i ? "," : "", rows[i].json);
 		free(rows[i].json);
 	}
-	fputs(nrows ? "\n]}\n" : "]}\n", stdout);
+	fputs(nrows ? "\n],\n\"nodes\": [" : "],\n\"nodes\": [", stdout);
+	for (size_t i = 0; i < nnodes; i++) {
+		cJSON *o = cJSON_CreateObject();
+		char *since = rfc3339(nodes[i].since), *text = NULL;
+
+		if (!o || !cJSON_AddStringToObject(o, "name", nodes[i].name) ||
+		    !cJSON_AddBoolToObject(o, "reachable", nodes[i].reachable) ||
+		    !(nodes[i].error ? cJSON_AddStringToObject(o, "error", nodes[i].error)
+				     : cJSON_AddNullToObject(o, "error")) ||
+		    !(since ? cJSON_AddStringToObject(o, "since", since)
+			    : cJSON_AddNullToObject(o, "since")) ||
+		    !(text = cJSON_PrintUnformatted(o)))
+			die(EX_OSERR_, "%s", strerror(ENOMEM));
+		printf("%s\n%s", i ? "," : "", text);
+		cJSON_free(text);
+		cJSON_Delete(o);
+		free(since);
+	}
+	fputs("]}\n", stdout);
+}
+
+/* One line per node the daemon could not reach when it last tried. */
+static void print_nodes(void)
+{
+	for (size_t i = 0; i < nnodes; i++) {
+		char *since;
+
+		if (nodes[i].reachable)
+			continue;
+		since = rfc3339(nodes[i].since);
+		printf("node %s unreachable since %s: %s\n", nodes[i].name, since ? since : "?",
+		       nodes[i].error ? nodes[i].error : "no reason recorded");
+		free(since);
+	}
 }
 
 static void print_table(void)
@@ -553,17 +611,22 @@ int main(int argc, char **argv)
 		list_all(&sp);
 	if (optind == argc && nrows > 1)
 		qsort(rows, nrows, sizeof *rows, row_cmp);
+	if (have_spool)
+		load_nodes(&sp, &c);
 
-	if (json_out)
+	if (json_out) {
 		print_json();
-	else
+	} else {
 		print_table();
+		print_nodes();
+	}
 	if (!json_out && foreign)
 		printf("%zu more submission%s in %s/new wait%s for the daemon to give %s a job ID\n",
 		       foreign, foreign == 1 ? "" : "s", sp.path, foreign == 1 ? "s" : "",
 		       foreign == 1 ? "it" : "them");
 	finish_stdout();
 	free(rows);
+	node_status_free(nodes, nnodes);
 	if (have_spool)
 		spool_close(&sp);
 	config_free(&c);

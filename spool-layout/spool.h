@@ -342,7 +342,7 @@ void job_free(struct job *j);
 
 enum spool_dir {
 	SD_TMP, SD_NEW, SD_INCOMING, SD_QUEUED, SD_RUNNING, SD_PAUSED,
-	SD_DONE, SD_REJECTED, SD_CTL,
+	SD_DONE, SD_REJECTED, SD_CTL, SD_NODES,
 	SD_N
 };
 extern const char *const spool_dir_name[SD_N];
@@ -411,6 +411,18 @@ extern const char *const ctl_op_name[CTL_N];
 int spool_ctl(struct spool *sp, long long id, enum ctl_op op, long long arg,
 	      struct cb_err *err);
 int ctl_parse_name(const char *name, long long *id, enum ctl_op *op);
+
+/* What the daemon last saw of a node (nodes/NAME.json), for status. */
+struct node_status {
+	char *name;
+	int reachable;
+	char *error;            /* NULL when reachable */
+	long long since;        /* epoch ms of the last change */
+};
+int spool_node_put(struct spool *sp, const struct node_status *ns, struct cb_err *err);
+/* Every nodes/ file, sorted by name; unreadable ones are skipped. */
+int spool_node_list(struct spool *sp, struct node_status **v, size_t *n);
+void node_status_free(struct node_status *v, size_t n);
 
 /* Reject FROM/NAME (a submission first dropped as ORIG): move it into
  * rejected/ as "<seq>.job" beside "<seq>.reason" holding "original

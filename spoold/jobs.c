@@ -543,41 +543,43 @@ int apply_attempt(struct daemon *d, struct rent *e, const struct wire_rec *w)
 	return r;
 }
 
-/* Ask NODE about every attempt the daemon believes runs there. */
+/* Ask NODE about every attempt the daemon believes runs there; the
+ * answer comes to reconcile_done. */
 int reconcile_node(struct daemon *d, size_t node)
 {
 	struct node *n = &d->nodes[node];
-	struct node_reply rep;
 	const char **args;
-	size_t k = 0, off = 0;
-	int r = 0;
+	size_t k = 0;
+	int r;
 
+	if (n->check.pid > 0)
+		return 0;
 	if (!(args = calloc(d->nr + 2, sizeof *args)))
 		return -1;
 	args[k++] = "status";
 	for (size_t i = 0; i < d->nr; i++)
 		if (d->r[i].node == node)
 			args[k++] = d->r[i].aid;
-	if (k == 1) {
-		free(args);
-		return 0;
-	}
-	if (node_run(&d->cfg, n->conf, args, NULL, 0, NODE_QUERY_MS, &rep) < 0) {
-		node_failed(d, node, strerror(errno));
-		free(args);
-		return -1;
-	}
+	r = k == 1 ? 0 : acall_start(d, n, &n->check, args, NODE_QUERY_MS);
 	free(args);
-	if (rep.status != 0) {
-		node_failed(d, node, *rep.err ? rep.err : "status failed");
-		node_reply_free(&rep);
-		return -1;
+	return r;
+}
+
+void reconcile_done(struct daemon *d, size_t node, int status)
+{
+	struct sbuf *b = &d->nodes[node].check.buf;
+	size_t off = 0;
+
+	if (status != 0) {
+		node_failed(d, node, status == 255 ? "cannot reach the node over ssh" :
+			    "cardbaton-worker status failed");
+		return;
 	}
 	node_ok(d, node);
-	while (off < rep.outlen) {
+	while (off < b->len) {
 		struct wire_rec w = { 0 };
 		const char *why, *aid;
-		long used = wire_parse(rep.out + off, rep.outlen - off, &w, &why);
+		long used = wire_parse(b->s + off, b->len - off, &w, &why);
 		struct rent *e;
 
 		if (used <= 0) {
@@ -586,11 +588,21 @@ int reconcile_node(struct daemon *d, size_t node)
 		}
 		off += (size_t)used;
 		if ((aid = wire_get(&w, "attempt")) && (e = r_find_aid(d, aid)))
-			r |= apply_attempt(d, e, &w);
+			apply_attempt(d, e, &w);
 		wire_free(&w);
 	}
-	node_reply_free(&rep);
-	return r;
+}
+
+/* nodes/NAME.json, for `status` (LAYOUT.md §1). */
+static void node_record(struct daemon *d, struct node *n)
+{
+	struct node_status ns = { (char *)n->conf->name, n->reachable, n->error, now_ms() };
+	struct cb_err err = { 0 };
+
+	if (spool_node_put(&d->sp, &ns, &err) < 0) {
+		logmsg("%s", err.msg);
+		cb_err_free(&err);
+	}
 }
 
 void node_failed(struct daemon *d, size_t node, const char *why)
@@ -598,11 +610,15 @@ void node_failed(struct daemon *d, size_t node, const char *why)
 	struct node *n = &d->nodes[node];
 	size_t len = strcspn(why, "\n");
 
-	if (n->reachable || !n->error)
+	int changed = n->reachable || !n->error || strncmp(n->error, why, len) || n->error[len];
+
+	if (changed)
 		logmsg("node %s unreachable: %.*s", n->conf->name, (int)len, why);
 	n->reachable = 0;
 	free(n->error);
 	n->error = strndup(why, len);
+	if (changed)
+		node_record(d, n);
 	n->backoff = n->backoff ? n->backoff * 2 : BACKOFF_MIN_MS;
 	if (n->backoff > BACKOFF_MAX_MS)
 		n->backoff = BACKOFF_MAX_MS;
@@ -614,6 +630,8 @@ void node_ok(struct daemon *d, size_t node)
 {
 	struct node *n = &d->nodes[node];
 
+	int changed = !n->reachable || !n->recorded;
+
 	if (!n->reachable)
 		logmsg("node %s reachable", n->conf->name);
 	n->reachable = 1;
@@ -621,6 +639,10 @@ void node_ok(struct daemon *d, size_t node)
 	n->error = NULL;
 	n->backoff = 0;
 	n->retry_at = 0;
+	if (changed) {
+		node_record(d, n);
+		n->recorded = 1;
+	}
 }
 
 /* ---- control requests ------------------------------------------------ */

@@ -442,36 +442,75 @@ static void ino_read(struct daemon *d, int fd, int wd_new, int wd_ctl)
 
 /* ---- main ---------------------------------------------------------------- */
 
-/* --once: ask every node for its cards, wait for the answers (each
- * within its deadline), and make one pass. */
+/* The node calls in flight that have something to read, in P (2 per
+ * node, from index BASE); returns how many are in flight. */
+static size_t call_fds(struct daemon *d, struct pollfd *p)
+{
+	size_t busy = 0;
+
+	for (size_t k = 0; k < d->nnodes; k++) {
+		struct node *n = &d->nodes[k];
+
+		p[2 * k].fd = n->query.pid > 0 ? n->query.fd : -1;
+		p[2 * k].events = POLLIN;
+		p[2 * k + 1].fd = n->check.pid > 0 ? n->check.fd : -1;
+		p[2 * k + 1].events = POLLIN;
+		busy += (n->query.pid > 0) + (n->check.pid > 0);
+	}
+	return busy;
+}
+
+/* Hand what P says is readable to the calls' handlers. */
+static void call_events(struct daemon *d, const struct pollfd *p)
+{
+	for (size_t k = 0; k < d->nnodes; k++) {
+		struct node *n = &d->nodes[k];
+		int status;
+
+		if (p[2 * k].revents && n->query.pid > 0 && acall_read(&n->query, &status))
+			query_done(d, n, status);
+		if (p[2 * k + 1].revents && n->check.pid > 0 && acall_read(&n->check, &status))
+			reconcile_done(d, k, status);
+	}
+}
+
+static void call_deadlines(struct daemon *d)
+{
+	for (size_t k = 0; k < d->nnodes; k++) {
+		if (acall_expired(&d->nodes[k].query))
+			node_failed(d, k, "no answer to a GPU query within the deadline");
+		if (acall_expired(&d->nodes[k].check))
+			node_failed(d, k, "no answer to a status query within the deadline");
+	}
+}
+
+/* Wait until no node call is in flight (each ends by its deadline). */
+static void calls_wait(struct daemon *d)
+{
+	struct pollfd *p = calloc(2 * d->nnodes + 1, sizeof *p);
+
+	if (!p)
+		return;
+	for (;;) {
+		call_deadlines(d);
+		if (!call_fds(d, p))
+			break;
+		if (poll(p, 2 * d->nnodes, 100) > 0)
+			call_events(d, p);
+	}
+	free(p);
+}
+
+/* --once: reconcile, ask every node for its cards, wait for the
+ * answers, make one pass. */
 static void once(struct daemon *d)
 {
+	calls_wait(d);
 	if (!d->nq)
 		return;
 	for (size_t k = 0; k < d->nnodes; k++)
 		query_start(d, &d->nodes[k]);
-	for (;;) {
-		struct pollfd *p = calloc(d->nnodes, sizeof *p);
-		int busy = 0;
-
-		if (!p)
-			return;
-		for (size_t k = 0; k < d->nnodes; k++) {
-			query_expire(d, &d->nodes[k]);
-			p[k].fd = d->nodes[k].query_pid > 0 ? d->nodes[k].query_fd : -1;
-			p[k].events = POLLIN;
-			busy |= d->nodes[k].query_pid > 0;
-		}
-		if (!busy) {
-			free(p);
-			break;
-		}
-		if (poll(p, d->nnodes, 100) > 0)
-			for (size_t k = 0; k < d->nnodes; k++)
-				if (p[k].revents && d->nodes[k].query_pid > 0)
-					query_read(d, &d->nodes[k]);
-		free(p);
-	}
+	calls_wait(d);
 	schedule(d);
 }
 
@@ -504,8 +543,10 @@ static int min_timeout(struct daemon *d)
 			next = n->watch_retry_at;
 		if (!n->reachable && n->retry_at && d->nq && n->retry_at < next)
 			next = n->retry_at;
-		if (n->query_pid > 0 && n->query_deadline < next)
-			next = n->query_deadline;
+		if (n->query.pid > 0 && n->query.deadline < next)
+			next = n->query.deadline;
+		if (n->check.pid > 0 && n->check.deadline < next)
+			next = n->check.deadline;
 	}
 	if (next == LLONG_MAX)
 		return -1;
@@ -516,6 +557,7 @@ static void timers(struct daemon *d)
 {
 	long long now = mono_now();
 
+	call_deadlines(d);
 	if (d->next_reconcile && now >= d->next_reconcile)
 		reconcile_all(d);
 	if (d->next_poll && now >= d->next_poll) {
@@ -527,7 +569,6 @@ static void timers(struct daemon *d)
 	for (size_t k = 0; k < d->nnodes; k++) {
 		struct node *n = &d->nodes[k];
 
-		query_expire(d, n);
 		if (!d->once && n->watch_pid <= 0 && n->watch_retry_at && now >= n->watch_retry_at)
 			watch_start(d, n);
 		if (!n->reachable && n->retry_at && now >= n->retry_at && d->nq)
@@ -602,6 +643,8 @@ int main(int argc, char **argv)
 	scan_dir(&d, SD_NEW);
 	scan_dir(&d, SD_CTL);
 	reconcile_all(&d);
+	/* Hear every node about its running attempts before launching. */
+	calls_wait(&d);
 	if (d.once) {
 		once(&d);
 		goto out;
@@ -617,7 +660,7 @@ int main(int argc, char **argv)
 		timers(&d);
 		if (d.dirty)
 			schedule(&d);
-		if (!(p = calloc(2 * d.nnodes + 2, sizeof *p))) {
+		if (!(p = calloc(3 * d.nnodes + 2, sizeof *p))) {
 			logmsg("%s", strerror(errno));
 			break;
 		}
@@ -628,9 +671,9 @@ int main(int argc, char **argv)
 		for (size_t k = 0; k < d.nnodes; k++) {
 			p[np].fd = d.nodes[k].watch_pid > 0 ? d.nodes[k].watch_out : -1;
 			p[np++].events = POLLIN;
-			p[np].fd = d.nodes[k].query_pid > 0 ? d.nodes[k].query_fd : -1;
-			p[np++].events = POLLIN;
 		}
+		call_fds(&d, p + np);
+		np += 2 * d.nnodes;
 		n = poll(p, np, min_timeout(&d));
 		if (n < 0 && errno != EINTR) {
 			logmsg("poll: %s", strerror(errno));
@@ -653,12 +696,10 @@ int main(int argc, char **argv)
 			}
 			if (p[0].revents)
 				ino_read(&d, ino, wd_new, wd_ctl);
-			for (size_t k = 0; k < d.nnodes; k++) {
-				if (p[2 * k + 2].revents && d.nodes[k].watch_pid > 0)
+			for (size_t k = 0; k < d.nnodes; k++)
+				if (p[k + 2].revents && d.nodes[k].watch_pid > 0)
 					watch_read(&d, k);
-				if (p[2 * k + 3].revents && d.nodes[k].query_pid > 0)
-					query_read(&d, &d.nodes[k]);
-			}
+			call_events(&d, p + 2 + d.nnodes);
 		}
 		free(p);
 		if (quit)
@@ -668,8 +709,8 @@ out:
 	logmsg("stopping; running jobs keep running");
 	for (size_t k = 0; k < d.nnodes; k++) {
 		watch_stop(&d.nodes[k]);
-		query_stop(&d.nodes[k]);
-		sbuf_free(&d.nodes[k].query_buf);
+		acall_free(&d.nodes[k].query);
+		acall_free(&d.nodes[k].check);
 		gpus_free(d.nodes[k].gpus, d.nodes[k].ngpus);
 		free(d.nodes[k].taken);
 		free(d.nodes[k].held);

@@ -15,89 +15,41 @@
  * free cards among those it may use; no later job is placed on held
  * cards, so they accumulate until it fits (no starvation).
  */
-#include <errno.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "spoold.h"
 
 /*
- * GPU snapshots are asked for without waiting: query_start runs
- * `cardbaton-worker gpus` on the node, the main loop reads its answer
- * (query_read), and the pass that follows sees the node fresh.  A slow
- * or partitioned node therefore delays nobody else.
+ * GPU snapshots are asked for without waiting (acall.c): query_start
+ * asks, the main loop hands the answer to query_done, and the pass
+ * that follows sees the node fresh.
  */
 void query_start(struct daemon *d, struct node *n)
 {
 	static const char *const args[] = { "gpus", NULL };
-	int out;
 
-	if (n->fresh || n->query_pid > 0)
+	if (n->fresh || n->query.pid > 0)
 		return;
 	if (!n->reachable && n->retry_at && mono_now() < n->retry_at)
 		return;
-	n->query_pid = node_spawn(&d->cfg, n->conf, args, NULL, &out);
-	if (n->query_pid < 0) {
-		n->query_pid = 0;
-		node_failed(d, (size_t)(n - d->nodes), strerror(errno));
-		return;
-	}
-	n->query_fd = out;
-	n->query_buf.len = 0;
-	n->query_deadline = mono_now() + NODE_QUERY_MS;
+	acall_start(d, n, &n->query, args, NODE_QUERY_MS);
 }
 
-void query_stop(struct node *n)
+void query_done(struct daemon *d, struct node *n, int status)
 {
-	int status;
-
-	if (n->query_pid <= 0)
-		return;
-	close(n->query_fd);
-	kill(-n->query_pid, SIGKILL);
-	waitpid(n->query_pid, &status, 0);
-	n->query_pid = 0;
-}
-
-void query_expire(struct daemon *d, struct node *n)
-{
-	if (n->query_pid <= 0 || mono_now() < n->query_deadline)
-		return;
-	query_stop(n);
-	node_failed(d, (size_t)(n - d->nodes), "no answer to a GPU query within the deadline");
-}
-
-void query_read(struct daemon *d, struct node *n)
-{
-	char buf[65536];
-	ssize_t r = read(n->query_fd, buf, sizeof buf);
 	struct gpu_info *g;
 	size_t k, slot = (size_t)(n - d->nodes);
-	int status = -1;
+	struct sbuf *b = &n->query.buf;
 
-	if (r > 0) {
-		if (sbuf_add(&n->query_buf, buf, (size_t)r) < 0)
-			query_stop(n);
-		return;
-	}
-	if (r < 0 && (errno == EINTR || errno == EAGAIN))
-		return;
-	close(n->query_fd);
-	while (waitpid(n->query_pid, &status, 0) < 0 && errno == EINTR)
-		;
-	n->query_pid = 0;
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !n->query_buf.s ||
-	    gpus_parse(n->query_buf.s, n->query_buf.len, &g, &k) < 0) {
+	if (status != 0 || gpus_parse(b->s, b->len, &g, &k) < 0) {
 		struct wire_rec w = { 0 };
 		const char *why, *e = NULL;
 
-		if (n->query_buf.len && wire_parse(n->query_buf.s, n->query_buf.len, &w, &why) > 0)
+		if (b->len && wire_parse(b->s, b->len, &w, &why) > 0)
 			e = wire_get(&w, "error");
-		node_failed(d, slot, e ? e : WIFEXITED(status) && WEXITSTATUS(status) == 255 ?
-			    "cannot reach the node over ssh" : "GPU query failed");
+		node_failed(d, slot, e ? e : status == 255 ? "cannot reach the node over ssh" :
+			    "GPU query failed");
 		wire_free(&w);
 		return;
 	}

@@ -15,23 +15,29 @@
 #define BACKOFF_MIN_MS 1000     /* unreachable node: first retry */
 #define BACKOFF_MAX_MS 60000
 
+struct acall {
+	pid_t pid;                      /* 0: none in flight */
+	int fd;
+	struct sbuf buf;
+	long long deadline;             /* mono ms */
+};
+
 struct node {
 	const struct node_conf *conf;
 	struct gpu_info *gpus;          /* last snapshot */
 	size_t ngpus;
 	int fresh;                      /* snapshot still valid */
 	int reachable;
+	int recorded;                   /* nodes/NAME.json written since start */
 	char *error;                    /* why it is unreachable */
 	long long retry_at;             /* mono ms; back-off while unreachable */
 	long long backoff;
 	/* per scheduling pass */
 	unsigned char *taken;           /* by a placement this pass, per snapshot slot */
 	unsigned char *held;            /* reserved for a starving job */
-	/* a GPU query in flight (cardbaton-worker gpus), read by the loop */
-	pid_t query_pid;
-	int query_fd;
-	struct sbuf query_buf;
-	long long query_deadline;       /* mono ms */
+	/* calls in flight, read by the main loop (acall.c) */
+	struct acall query;             /* cardbaton-worker gpus */
+	struct acall check;             /* cardbaton-worker status ID... */
 	/* the live event stream (cardbaton-worker watch) */
 	pid_t watch_pid;
 	int watch_in, watch_out;
@@ -96,14 +102,21 @@ int apply_ctl(struct daemon *d, const char *name);
 int launch(struct daemon *d, struct qent *e, size_t node, const int *gpus, size_t ngpus);
 int apply_attempt(struct daemon *d, struct rent *e, const struct wire_rec *w);
 int reconcile_node(struct daemon *d, size_t node);
+void reconcile_done(struct daemon *d, size_t node, int status);
 void node_failed(struct daemon *d, size_t node, const char *why);
 void node_ok(struct daemon *d, size_t node);
 
 /* sched.c */
 int schedule(struct daemon *d);
 void query_start(struct daemon *d, struct node *n);
-void query_read(struct daemon *d, struct node *n);
-void query_expire(struct daemon *d, struct node *n);
-void query_stop(struct node *n);
+void query_done(struct daemon *d, struct node *n, int status);
+
+/* acall.c */
+int acall_start(struct daemon *d, struct node *n, struct acall *a,
+		const char *const *args, int timeout_ms);
+int acall_read(struct acall *a, int *status);   /* 1 when it has ended */
+int acall_expired(struct acall *a);             /* 1: killed at its deadline */
+void acall_stop(struct acall *a);
+void acall_free(struct acall *a);
 
 #endif

@@ -150,10 +150,20 @@ ssh_daemon() {
 	[ $((t1 - t0)) -le 20 ]
 	[ "$(echo "$output" | json '[n["reachable"] for n in d["nodes"]]')" = "[true, false, true]" ]
 	[ "$(echo "$output" | json 'd["nodes"][1]["error"] is not None')" = True ]
-	# While the node cannot be asked, its job is not declared lost.
-	sleep 6
+	# The daemon notices (its reconcile has a 15 s deadline) and says so.
+	wait_for 40 '[ "$(st --json | json "[n[\"reachable\"] for n in d[\"nodes\"] if n[\"name\"] == \"host2\"]")" = "[false]" ]'
+	st | grep -q '^node host2 unreachable since '
+	# While the node cannot be asked, its job is not declared lost; a
+	# job pinned to it waits, others go elsewhere.
 	[ "$(state "$id")" = running ]
+	pinned=$(sub --node host2 -- true)
+	other=$(sub -- true)
+	wait_for 30 final "$other"
+	[ "$(state "$other")" = succeeded ]
+	[ "$(state "$pinned")" = queued ]
 	host_heal 2
+	wait_for 60 final "$pinned"
+	[ "$(state "$pinned")" = succeeded ]
 	wait_for 60 final "$id"
 	[ "$(state "$id")" = succeeded ]
 	[ "$(wc -l < "$T/runs")" -eq 1 ]
