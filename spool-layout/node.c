@@ -146,7 +146,8 @@ no:
  * operator's ssh_command sets them; BatchMode because nobody is there
  * to answer a prompt.
  */
-static char **ssh_argv(const struct config *c, const struct node_conf *nc, char *remote)
+static char **ssh_argv_mode(const struct config *c, const struct node_conf *nc, char *remote,
+			    int batch)
 {
 	static const char *const opts[][2] = {
 		{ "ControlMaster", "auto" },
@@ -172,7 +173,7 @@ static char **ssh_argv(const struct config *c, const struct node_conf *nc, char 
 			goto fail;
 	}
 	for (size_t i = 0; i < nopt; i++) {
-		if (ssh_has(c, opts[i][0]))
+		if (ssh_has(c, opts[i][0]) || (!batch && !strcmp(opts[i][0], "BatchMode")))
 			continue;
 		if (!(v[n++] = strdup("-o")) || !(v[n++] = xasprintf("%s=%s", opts[i][0], opts[i][1])))
 			goto fail;
@@ -185,6 +186,11 @@ fail:
 	argv_free(v);
 	free(remote);
 	return NULL;
+}
+
+static char **ssh_argv(const struct config *c, const struct node_conf *nc, char *remote)
+{
+	return ssh_argv_mode(c, nc, remote, 1);
 }
 
 char **node_argv(const struct config *c, const struct node_conf *nc,
@@ -733,4 +739,102 @@ long long attempt_job(const char *spool_id, const char *aid)
 	if (!aid || attempt_id_parse(aid, sid, &job, &n) < 0 || strcmp(sid, spool_id))
 		return 0;
 	return job;
+}
+
+/*
+ * The remote half of node_ensure_key: the key arrives on stdin; every
+ * existing line is kept (a missing final newline is added), a key
+ * already there (same type and blob, whatever its options or comment)
+ * is not added again, and the new file replaces the old by rename.
+ */
+static const char ensure_key_sh[] =
+	"set -ef; umask 077; IFS= read -r key; set -- $key; "
+	"d=\"$HOME/.ssh\"; f=\"$d/authorized_keys\"; mkdir -p \"$d\"; "
+	"if [ -f \"$f\" ] && grep -qF -- \"$1 $2\" \"$f\"; then echo present; exit 0; fi; "
+	"t=\"$d/.authorized_keys.cardbaton.$$\"; "
+	"{ if [ -f \"$f\" ]; then cat \"$f\"; "
+	"if [ -s \"$f\" ] && [ -n \"$(tail -c 1 \"$f\")\" ]; then echo; fi; fi; "
+	"printf '%s\\n' \"$key\"; } > \"$t\"; chmod 600 \"$t\"; mv -f \"$t\" \"$f\"; echo added";
+
+int node_ensure_key(const struct config *c, const struct node_conf *nc, const char *key,
+		    int interactive, struct cb_err *err)
+{
+	struct node_reply r;
+	char **argv, *input, *cmd = strdup(ensure_key_sh);
+	int ret;
+
+	if (!cmd || !(input = xasprintf("%s\n", key))) {
+		free(cmd);
+		return cb_err_sys(err, EX_OSERR_, "%s", nc->name);
+	}
+	if (!(argv = ssh_argv_mode(c, nc, cmd, !interactive)) ||
+	    run_argv(argv, input, strlen(input), interactive ? 10 * NODE_CALL_MS : NODE_CALL_MS,
+		     &r) < 0) {
+		free(input);
+		return cb_err_sys(err, EX_UNAVAILABLE_, "%s", nc->name);
+	}
+	free(input);
+	if (r.status == 0 && !strcmp(r.out, "present\n"))
+		ret = 1;
+	else if (r.status == 0 && !strcmp(r.out, "added\n"))
+		ret = 0;
+	else {
+		size_t n = strcspn(r.err, "\n");
+
+		ret = cb_err_set(err, EX_UNAVAILABLE_, "%s: %.*s", nc->name, (int)n,
+				 n ? r.err : "could not update ~/.ssh/authorized_keys");
+	}
+	node_reply_free(&r);
+	return ret;
+}
+
+static int has_control(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return 1;
+	return 0;
+}
+
+char *pubkey_read(const char *path, struct cb_err *err)
+{
+	char *p = expand_home(path), *buf = NULL, *dir, *slash, *key;
+	size_t len;
+	int fd = -1;
+
+	if (!p || !(dir = strdup(p))) {
+		free(p);
+		cb_err_sys(err, EX_OSERR_, "%s", path);
+		return NULL;
+	}
+	slash = strrchr(dir, '/');
+	if (slash)
+		*slash = '\0';
+	fd = open(slash ? (*dir ? dir : "/") : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || read_capped(fd, slash ? slash + 1 : p, 16384, &buf, &len) < 0) {
+		cb_err_sys(err, EX_NOINPUT_, "%s", path);
+		buf = NULL;
+	}
+	if (fd >= 0)
+		close(fd);
+	free(dir);
+	free(p);
+	if (!buf)
+		return NULL;
+	buf[strcspn(buf, "\r\n")] = '\0';
+	key = buf;
+	/* "TYPE BLOB [COMMENT]": a public key, not a private one or options. */
+	{
+		size_t t = strcspn(key, " "), b;
+
+		b = key[t] ? strspn(key + t + 1, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") : 0;
+		if (!t || !key[t] || b < 16 || (key[t + 1 + b] && key[t + 1 + b] != ' ') ||
+		    !(strncmp(key, "ssh-", 4) == 0 || strncmp(key, "ecdsa-", 6) == 0 ||
+		      strncmp(key, "sk-", 3) == 0) || has_control(key)) {
+			cb_err_set(err, EX_DATAERR_, "%s: not an OpenSSH public key", path);
+			free(buf);
+			return NULL;
+		}
+	}
+	return key;
 }

@@ -483,6 +483,20 @@ void node_reply_free(struct node_reply *r);
 int node_ensure_worker(const struct config *c, const struct node_conf *nc,
 		       struct cb_err *err);
 
+/*
+ * Make sure the public key KEY (one "TYPE BLOB [COMMENT]" line) is in the
+ * node account's ~/.ssh/authorized_keys: existing entries are kept, a
+ * key already there is not added twice, the file is replaced atomically
+ * with mode 600.  INTERACTIVE lets ssh prompt (password, host key).
+ * 0 added, 1 already there, -1 with EX_UNAVAILABLE_.
+ */
+int node_ensure_key(const struct config *c, const struct node_conf *nc, const char *key,
+		    int interactive, struct cb_err *err);
+/* The first line of the public key file PATH ("~" expands), checked to
+ * be an OpenSSH public key.  malloc'd, or NULL with EX_NOINPUT_ /
+ * EX_DATAERR_. */
+char *pubkey_read(const char *path, struct cb_err *err);
+
 /* Start ARGS on the node for a long conversation (watch, log -f):
  * *in (its stdin, or -1 when IN is NULL) and *out are pipe ends, close-on-exec. */
 pid_t node_spawn(const struct config *c, const struct node_conf *nc,

@@ -68,7 +68,7 @@ long long mono_now(void)
 
 static void usage(FILE *fp)
 {
-	fprintf(fp, "usage: %s [--config PATH] [--once]\n", prog);
+	fprintf(fp, "usage: %s [--config PATH] [--once] [--public-key PUB]\n", prog);
 }
 
 static void die_err(struct cb_err *err)
@@ -283,6 +283,29 @@ static void reconcile_all(struct daemon *d)
 			reconcile_node(d, k);
 	}
 	d->next_reconcile = d->nr ? mono_now() + RECONCILE_MS : 0;
+}
+
+/* --public-key, and each SSH node's public_key: in its authorized_keys. */
+static void ensure_keys(struct daemon *d, const char *all)
+{
+	for (size_t k = 0; k < d->nnodes; k++) {
+		const struct node_conf *nc = d->nodes[k].conf;
+		const char *path = nc->public_key ? nc->public_key : all;
+		struct cb_err err = { 0 };
+		char *key;
+		int r;
+
+		if (nc->local || !path)
+			continue;
+		if (!(key = pubkey_read(path, &err)) ||
+		    (r = node_ensure_key(&d->cfg, nc, key, isatty(0), &err)) < 0) {
+			logmsg("node %s: public key: %s", nc->name, err.msg ? err.msg : "out of memory");
+			cb_err_free(&err);
+		} else {
+			logmsg("node %s: public key %s", nc->name, r ? "already present" : "added");
+		}
+		free(key);
+	}
 }
 
 /* ---- the live event streams ------------------------------------------ */
@@ -583,12 +606,13 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "once", no_argument, NULL, 'o' },
+		{ "public-key", required_argument, NULL, 'k' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct daemon d = { 0 };
 	struct cb_err err = { 0 };
-	const char *config = NULL;
+	const char *config = NULL, *pubkey = NULL;
 	sigset_t mask;
 	int c, lockfd, ino, sigfd, wd_new = -1, wd_ctl = -1;
 
@@ -599,6 +623,9 @@ int main(int argc, char **argv)
 			break;
 		case 'o':
 			d.once = 1;
+			break;
+		case 'k':
+			pubkey = optarg;
 			break;
 		case 'h':
 			usage(stdout);
@@ -636,6 +663,7 @@ int main(int argc, char **argv)
 		return EX_OSERR_;
 	}
 	logmsg("serving %s (%zu node%s)", d.sp.path, d.nnodes, d.nnodes == 1 ? "" : "s");
+	ensure_keys(&d, pubkey);
 	clean_tmp(&d);
 	dedupe(&d);
 	load_records(&d);

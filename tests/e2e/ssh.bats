@@ -219,3 +219,65 @@ ssh_daemon() {
 	! cmp -s "$bin"/cardbaton-worker-* "$CB_BUILD/cardbaton-worker-static"
 	[ "$(echo "$output" | json 'len(d["nodes"][0]["gpus"])')" -eq 8 ]
 }
+
+@test "bootstrap keeps every entry, adds a missing newline, and skips a key already there" {
+	ak=$(host_home 1)/.ssh/authorized_keys
+	mkdir -p "$(dirname "$ak")"
+	ssh-keygen -q -t ed25519 -N '' -C new@controller -f "$T/newkey"
+	ssh-keygen -q -t ed25519 -N '' -C other -f "$T/other"
+	{
+		echo "# managed by hand"
+		echo "from=\"10.0.0.0/8\",no-pty $(cut -d' ' -f1,2 "$T/other.pub") someone"
+		printf '%s' "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQC0 last-line-without-newline"
+	} > "$ak"
+	cp "$ak" "$T/before"
+	run in_client cardbaton-bootstrap --config "$C" --node host1 --public-key "$T/newkey.pub"
+	[ "$status" -eq 0 ]
+	# Every old line kept byte for byte, the last one now ended, the key added.
+	[ "$(head -c "$(stat -c %s "$T/before")" "$ak")" = "$(cat "$T/before")" ]
+	[ "$(sed -n 3p "$ak")" = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQC0 last-line-without-newline" ]
+	[ "$(sed -n 4p "$ak")" = "$(cat "$T/newkey.pub")" ]
+	[ "$(wc -l < "$ak")" -eq 4 ]
+	[ "$(stat -c %a "$ak")" = 600 ]
+	# Again: nothing changes.  A key present with options is not added either.
+	run in_client cardbaton-bootstrap --config "$C" --node host1 --public-key "$T/newkey.pub"
+	[ "$status" -eq 0 ]
+	run in_client cardbaton-bootstrap --config "$C" --node host1 --public-key "$T/other.pub"
+	[ "$status" -eq 0 ]
+	[ "$(wc -l < "$ak")" -eq 4 ]
+	[ -z "$(ls -A "$(dirname "$ak")" | grep cardbaton)" ]
+	# Bad input: a private key, a missing file, a local node, no --node.
+	run in_client cardbaton-bootstrap --config "$C" --node host1 --public-key "$T/newkey"
+	[ "$status" -eq 65 ]
+	run in_client cardbaton-bootstrap --config "$C" --node host1 --public-key "$T/nope.pub"
+	[ "$status" -eq 66 ]
+	run in_client cardbaton-bootstrap --config "$C" --public-key "$T/newkey.pub"
+	[ "$status" -eq 64 ]
+	run in_client cardbaton-bootstrap --config "$C" --node nowhere --public-key "$T/newkey.pub"
+	[ "$status" -eq 65 ]
+}
+
+@test "public_key: in the config and run --public-key are ensured when the daemon starts" {
+	ssh-keygen -q -t ed25519 -N '' -C cfg -f "$T/cfgkey"
+	ssh-keygen -q -t ed25519 -N '' -C flag -f "$T/flagkey"
+	sed -i "s#^    ssh: host2#    ssh: host2\n    public_key: $T/cfgkey.pub#" "$C"
+	before=$(grep -c serving "$T/daemon.log" 2>/dev/null || true)
+	ip netns exec "$CLIENT_NS" cardbaton-spoold --config "$C" --public-key "$T/flagkey.pub" >>"$T/daemon.log" 2>&1 3>&- &
+	DAEMON_PID=$!
+	wait_for 20 '[ "$(grep -c "public key added" "$T/daemon.log")" -eq 3 ]'
+	grep -qF "$(cat "$T/cfgkey.pub")" "$(host_home 2)/.ssh/authorized_keys"
+	! grep -qF "$(cat "$T/flagkey.pub")" "$(host_home 2)/.ssh/authorized_keys"
+	grep -qF "$(cat "$T/flagkey.pub")" "$(host_home 1)/.ssh/authorized_keys"
+	grep -qF "$(cat "$T/flagkey.pub")" "$(host_home 3)/.ssh/authorized_keys"
+}
+
+@test "logs fetches an attempt's output from its node, and -f follows it to the end" {
+	ssh_daemon
+	id=$(sub --node host3 -- sh -c 'for i in 1 2 3; do echo "line $i"; sleep 0.5; done')
+	wait_for 20 '[ "$(state "$id")" = running ]'
+	run in_client cardbaton-logs --config "$C" -f "$id"
+	[ "$status" -eq 0 ]
+	[ "$output" = "$(printf 'line 1\nline 2\nline 3')" ]
+	wait_for 20 final "$id"
+	[ "$(in_client cardbaton-logs --config "$C" --attempt 0 "$id" | wc -l)" -eq 3 ]
+}
