@@ -119,7 +119,7 @@ gone() {
 	st --json | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
-assert list(d) == ["jobs"], d
+assert list(d) == ["jobs", "nodes"], d
 j = d["jobs"][0]
 for k in ("id", "name", "state", "priority", "node", "gpus", "gpu_uuids", "attempts",
           "exit_code", "reason", "command", "submitted", "started", "finished"):
@@ -317,7 +317,7 @@ assert j["submitted"].endswith("Z") and j["started"] is None and j["finished"] i
 	[[ ${lines[0]} == ID* ]]
 	run --separate-stderr st --json
 	[ "$status" -eq 0 ]
-	[ "$(echo "$output" | json 'd')" = '{"jobs": []}' ]
+	[ "$(echo "$output" | json 'd')" = '{"jobs": [], "nodes": []}' ]
 	[ ! -e "$T/spool" ]
 	run --separate-stderr st 1
 	failed 66 cardbaton-status
@@ -823,7 +823,7 @@ assert isinstance(far["error"], str) and far["error"]
 
 @test "man pages: SYNOPSIS matches each tool's usage line; mandoc -Tlint is clean" {
 	command -v mandoc >/dev/null || skip "mandoc not installed"
-	for t in submit status logs promote cancel gpus; do
+	for t in submit status logs promote cancel gpus bootstrap spoold; do
 		page=$CB_TOP/man/cardbaton-$t.1
 		[ -f "$page" ]
 		syn=$(mandoc -Tascii "$page" | sed $'s/.\b//g' | sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' |
@@ -834,7 +834,7 @@ assert isinstance(far["error"], str) and far["error"]
 		grep -q '^\.Sh EXAMPLES' "$page"
 	done
 	[ "$(mandoc -Tascii "$CB_TOP/man/cardbaton.1" | sed $'s/.\b//g' | grep -c 'COMMAND \[ARGS...\]')" -eq 2 ]
-	for page in "$CB_TOP"/man/cardbaton.1 "$CB_TOP"/man/cardbaton-{submit,status,logs,promote,cancel,gpus}.1; do
+	for page in "$CB_TOP"/man/*.[158]; do
 		out=$(mandoc -Tlint -Wwarning "$page" 2>&1) || { echo "$out" >&2; false; }
 		[ -z "$out" ] || { echo "$out" >&2; false; }
 	done
