@@ -498,3 +498,63 @@ void table_free(struct table *t)
 	free(t->w);
 	memset(t, 0, sizeof *t);
 }
+
+/* First line of TEXT (malloc'd, control characters shown as '?'). */
+static char *first_line(const char *text)
+{
+	size_t n = strcspn(text, "\n");
+	char *s, *p;
+
+	while (n && (text[n - 1] == '\r' || text[n - 1] == ' '))
+		n--;
+	if (!(s = strndup(text, n)) || !(p = printable(s)))
+		die(EX_OSERR_, "%s", strerror(ENOMEM));
+	free(s);
+	return p;
+}
+
+void ask_worker(const struct config *c, const struct job *j, const char *op)
+{
+	const struct attempt *a = job_last_attempt(j);
+	const char *args[] = { op, a ? a->id : NULL, NULL };
+	const struct node_conf *nc;
+	struct node_reply r;
+	char *why;
+
+	if (!a || !a->id)
+		return;
+	if (!a->node || !(nc = config_node(c, a->node)))
+		die(EX_UNAVAILABLE_, "job %lld runs on node '%s', which is not in %s; "
+		    "the %s request waits for the daemon", j->id, a->node ? a->node : "?",
+		    c->path ? c->path : "the default config", op);
+	if (node_run(c, nc, args, NULL, 0, NODE_CALL_MS, &r) < 0)
+		die_sys(EX_UNAVAILABLE_, "%s: cannot run cardbaton-worker; "
+			"the %s request waits for the daemon", nc->name, op);
+	/* 66: the node never heard of the attempt (a launch that had not
+	 * reached it): nothing runs there, the daemon does the rest. */
+	if (r.status == 0 || r.status == EX_NOINPUT_) {
+		node_reply_free(&r);
+		return;
+	}
+	why = *r.err ? first_line(r.err) : r.status >= 0 ?
+		must_asprintf("cardbaton-worker %s exited %d", op, r.status) :
+		must_asprintf("cardbaton-worker %s failed", op);
+	die(EX_UNAVAILABLE_, "%s: %s; the %s request waits for the daemon", nc->name, why, op);
+}
+
+void tool_find_job(struct config *c, struct spool *sp, long long id, struct job *j)
+{
+	struct cb_err err = { 0 };
+	enum spool_dir d;
+	char *name;
+	int r;
+
+	tool_config(c);
+	if (!tool_spool(c, sp, 0))
+		die(EX_NOINPUT_, "no such job %lld", id);
+	if ((r = spool_find(sp, id, j, &d, &name, &err)) < 0)
+		die_err(&err);
+	if (r == 0)
+		die(EX_NOINPUT_, "no such job %lld", id);
+	free(name);
+}

@@ -79,6 +79,19 @@ void tool_config(struct config *c);
  */
 int tool_spool(const struct config *c, struct spool *sp, int create);
 
+/*
+ * Ask the worker on J's node to OP ("cancel", "pause") J's current
+ * attempt, so that the request acts even while the daemon is down.  An
+ * attempt the node never heard of is fine (the daemon does the rest);
+ * any other failure exits 69 saying that the request in ctl/ waits for
+ * the daemon.
+ */
+void ask_worker(const struct config *c, const struct job *j, const char *op);
+
+/* Load the config into C, open its spool SP and find job ID (wherever it
+ * is) into J; exit 66 "no such job ID" when there is none. */
+void tool_find_job(struct config *c, struct spool *sp, long long id, struct job *j);
+
 /* ---- output ------------------------------------------------------------- */
 
 /* Flush stdout and exit 74 with a line when writing it failed. */

@@ -29,11 +29,9 @@ int main(int argc, char **argv)
 	struct config c;
 	struct spool sp;
 	struct cb_err err = { 0 };
-	enum spool_dir d;
 	struct job j;
-	char *name;
 	long long id, prio = CTL_NO_ARG;
-	int ch, r;
+	int ch;
 
 	prog_init(argc, argv);
 	while ((ch = tool_getopt(argc, argv, "", longopts, 0, usage)) != -1) {
@@ -48,19 +46,12 @@ int main(int argc, char **argv)
 	if (argc - optind != 1)
 		usage_error(usage, argc == optind ? "no JOB_ID given" : "more than one JOB_ID");
 	id = arg_jobid(argv[optind]);
-	tool_config(&c);
-	if (!tool_spool(&c, &sp, 0))
-		die(EX_NOINPUT_, "no such job %lld", id);
-	if ((r = spool_find(&sp, id, &j, &d, &name, &err)) < 0)
-		die_err(&err);
-	if (r == 0)
-		die(EX_NOINPUT_, "no such job %lld", id);
+	tool_find_job(&c, &sp, id, &j);
 	if (j.state != JS_QUEUED)
 		die(EX_REFUSED, "job %lld is %s, not queued", id, job_state_name(j.state));
 	if (spool_ctl(&sp, id, CTL_PROMOTE, prio, &err) < 0)
 		die_err(&err);
 	job_free(&j);
-	free(name);
 	spool_close(&sp);
 	config_free(&c);
 	return 0;

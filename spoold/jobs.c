@@ -269,14 +269,29 @@ static int put(struct daemon *d, struct job *j, enum spool_dir from, const char 
 	return -1;
 }
 
+/* J, just written into queued/, joins the in-memory queue. */
+static int enqueue(struct daemon *d, const struct job *j)
+{
+	char *qname = name_queued(j->priority, j->id);
+	struct qent *q = qname ? qent_from_job(j, qname) : NULL;
+	int r = q && q_insert(d, q) == 0 ? 0 : -1;
+
+	if (r < 0) {
+		logmsg("job %lld: out of memory", j->id);
+		qent_free(q);
+	}
+	free(qname);
+	d->dirty = 1;
+	return r;
+}
+
 /* The attempt did not start (cards busy, GPU query failed): back to
  * queued with its place kept (same priority, ID and queued_at). */
 static int requeue(struct daemon *d, struct rent *e, const char *why)
 {
 	struct job j;
 	struct attempt *a;
-	struct qent *q = NULL;
-	char *name, *qname = NULL;
+	char *name;
 	int r = -1;
 
 	if (load_running(d, e->id, &j, &name) < 0)
@@ -287,17 +302,11 @@ static int requeue(struct daemon *d, struct rent *e, const char *why)
 	j.state = JS_QUEUED;
 	free(j.reason);
 	j.reason = xasprintf("waiting: %s", why);
-	if (put(d, &j, SD_RUNNING, name) < 0)
+	if (put(d, &j, SD_RUNNING, name) < 0 || enqueue(d, &j) < 0)
 		goto out;
-	if (!(qname = name_queued(j.priority, j.id)) || !(q = qent_from_job(&j, qname)) ||
-	    q_insert(d, q) < 0) {
-		qent_free(q);
-		goto out;
-	}
 	r_remove(d, e);
 	r = 0;
 out:
-	free(qname);
 	free(name);
 	job_free(&j);
 	return r;
@@ -441,6 +450,28 @@ static int set_uuids(struct attempt *a, const struct wire_rec *w)
 	return 0;
 }
 
+/* The job state an attempt state leads to (AGENTS.md, the state table). */
+static enum job_state job_state_of(enum att_state as, int at_time_limit)
+{
+	switch (as) {
+	case AS_LAUNCHING:
+	case AS_RUNNING:
+		return JS_RUNNING;
+	case AS_PAUSING:
+		return JS_PAUSING;
+	case AS_PAUSED:
+		return at_time_limit ? JS_QUEUED : JS_PAUSED;
+	case AS_SUCCEEDED:
+		return JS_SUCCEEDED;
+	case AS_CANCELLED:
+		return JS_CANCELLED;
+	case AS_LOST:
+		return JS_LOST;
+	default:
+		return JS_FAILED;
+	}
+}
+
 /*
  * The node's word on E's attempt (a state record from launch, status
  * or watch).  Writes the record only when something changed.
@@ -466,6 +497,8 @@ int apply_attempt(struct daemon *d, struct rent *e, const struct wire_rec *w)
 	}
 	if (!strcmp(st, "starting") || !strcmp(st, "running"))
 		as = AS_RUNNING;
+	else if (!strcmp(st, "pausing"))
+		as = AS_PAUSING;
 	else if (att_state_parse(st, &as) < 0 || as == AS_LAUNCHING || as == AS_ABORTED)
 		return 0;       /* "busy" and the like never reach here */
 	if (load_running(d, e->id, &j, &name) < 0)
@@ -476,7 +509,7 @@ int apply_attempt(struct daemon *d, struct rent *e, const struct wire_rec *w)
 		job_free(&j);
 		return 0;
 	}
-	if (a->state == as && as == AS_RUNNING && a->started) {
+	if (a->state == as && (as == AS_RUNNING || as == AS_PAUSING) && a->started) {
 		e->launching = 0;
 		free(name);
 		job_free(&j);
@@ -498,35 +531,39 @@ int apply_attempt(struct daemon *d, struct rent *e, const struct wire_rec *w)
 		set_str(&a->reason, reason);
 	if (wire_get(w, "log"))
 		set_str(&a->log, wire_get(w, "log"));
-	switch (as) {
-	case AS_RUNNING:
-		js = JS_RUNNING;
-		break;
-	case AS_SUCCEEDED:
-		js = JS_SUCCEEDED;
-		break;
-	case AS_CANCELLED:
-		js = JS_CANCELLED;
-		break;
-	case AS_LOST:
-		js = JS_LOST;
-		break;
-	default:
-		js = JS_FAILED;
-		break;
-	}
+	if (wire_get(w, "checkpoint"))
+		set_str(&a->checkpoint, wire_get(w, "checkpoint"));
+	js = job_state_of(as, wire_get_ll(w, "timeout", &v) == 0 && v == 1);
 	j.state = js;
 	free(j.reason);
-	if (js == JS_RUNNING) {
+	j.reason = NULL;
+	switch (js) {
+	case JS_RUNNING:
 		j.started = a->started ? a->started : now_ms();
 		j.reason = xasprintf("running on %s", a->node);
-	} else {
-		if (!a->finished)
-			a->finished = now_ms();
-		j.finished = a->finished;
+		break;
+	case JS_PAUSING:
+		j.reason = strdup(a->reason ? a->reason : "pause requested");
+		break;
+	case JS_PAUSED:
+	case JS_QUEUED:         /* paused at its time limit: resumes by itself */
+		set_str(&j.checkpoint, a->checkpoint);
+		set_str(&j.checkpoint_node, a->node);
+		j.reason = js == JS_PAUSED ?
+			   xasprintf("checkpoint saved on %s; cardbaton resume continues it", a->node) :
+			   xasprintf("time limit reached, checkpoint saved; resumes on %s", a->node);
+		break;
+	default:
 		j.reason = js == JS_CANCELLED ? strdup("cancelled by user") :
 			   a->reason ? strdup(a->reason) :
 			   js == JS_SUCCEEDED ? strdup("exit status 0") : strdup(st);
+		break;
+	}
+	if (js != JS_RUNNING && js != JS_PAUSING) {
+		if (!a->finished)
+			a->finished = now_ms();
+		if (job_state_final(js))
+			j.finished = a->finished;
 		d->nodes[e->node].fresh = 0;
 		d->dirty = 1;
 	}
@@ -535,8 +572,10 @@ int apply_attempt(struct daemon *d, struct rent *e, const struct wire_rec *w)
 	} else {
 		logmsg("job %lld: %s%s%s", j.id, job_state_name(js), j.reason ? ": " : "",
 		       j.reason ? j.reason : "");
-		if (js != JS_RUNNING)
+		if (js != JS_RUNNING && js != JS_PAUSING)
 			r_remove(d, e);
+		if (js == JS_QUEUED && enqueue(d, &j) < 0)
+			r = -1;
 	}
 	free(name);
 	job_free(&j);
@@ -665,6 +704,62 @@ static void cancel_running(struct daemon *d, struct rent *e)
 		logmsg("job %lld: cancel: could not ask the node", e->id);
 }
 
+/* Ask the node to have E's job checkpoint; the job is `pausing` until
+ * the worker reports how it ended. */
+static void pause_running(struct daemon *d, struct rent *e)
+{
+	const char *args[] = { "pause", e->aid, NULL };
+	struct node_reply rep;
+	struct job j;
+	struct attempt *a;
+	char *name;
+
+	if (load_running(d, e->id, &j, &name) < 0)
+		return;
+	a = job_last_attempt(&j);
+	if (!j.def.resume_command) {
+		logmsg("job %lld: pause: not resumable (no resume_command)", e->id);
+	} else if (node_run(&d->cfg, d->nodes[e->node].conf, args, NULL, 0, NODE_QUERY_MS, &rep) < 0) {
+		logmsg("job %lld: pause: %s", e->id, strerror(errno));
+	} else {
+		if (rep.status != 0) {
+			logmsg("job %lld: pause: the worker said %d: %.*s", e->id, rep.status,
+			       (int)strcspn(rep.err, "\n"), rep.err);
+		} else if (j.state == JS_RUNNING) {
+			j.state = JS_PAUSING;
+			a->state = AS_PAUSING;
+			set_str(&j.reason, "pause requested");
+			if (put(d, &j, SD_RUNNING, name) == 0)
+				logmsg("job %lld: pausing", e->id);
+		}
+		node_reply_free(&rep);
+	}
+	free(name);
+	job_free(&j);
+}
+
+/* A paused job goes back to the queue, to resume on the node that
+ * holds its checkpoint (qent_from_job pins it there). */
+static void resume_paused(struct daemon *d, const char *name)
+{
+	struct cb_err err = { 0 };
+	struct job j;
+
+	if (spool_load(&d->sp, SD_PAUSED, name, &j, &err) < 0) {
+		logmsg("%s", err.msg);
+		cb_err_free(&err);
+		return;
+	}
+	j.state = JS_QUEUED;
+	j.queued_at = now_ms();
+	free(j.reason);
+	j.reason = xasprintf("resuming on %s", j.checkpoint_node ? j.checkpoint_node : "its node");
+	if (put(d, &j, SD_PAUSED, name) == 0 && enqueue(d, &j) == 0)
+		logmsg("job %lld: resumed: queued for %s", j.id,
+		       j.checkpoint_node ? j.checkpoint_node : "its node");
+	job_free(&j);
+}
+
 static int finish_unstarted(struct daemon *d, enum spool_dir dir, const char *name,
 			    const char *why)
 {
@@ -779,8 +874,19 @@ int apply_ctl(struct daemon *d, const char *name)
 		else
 			logmsg("job %lld: promote: not queued", id);
 		break;
+	case CTL_PAUSE:
+		if (re)
+			pause_running(d, re);
+		else
+			logmsg("job %lld: pause: not running", id);
+		break;
+	case CTL_RESUME:
+		if (pn && faccessat(d->sp.dir[SD_PAUSED], pn, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+			resume_paused(d, pn);
+		else
+			logmsg("job %lld: resume: not paused", id);
+		break;
 	default:
-		logmsg("job %lld: %s: not supported by this daemon", id, ctl_op_name[op]);
 		break;
 	}
 	free(pn);

@@ -1,0 +1,49 @@
+/*
+ * cardbaton-pause - ask a running resumable job to checkpoint and exit.
+ *
+ * Design: like cancel, the request goes into ctl/ (the daemon records
+ * the job as pausing) and straight to the node's worker, which creates
+ * the file named by SSHGPU_PAUSE_FILE; the job then saves its state,
+ * publishes the marker at SSHGPU_CHECKPOINT_READY and exits 75.  The
+ * job is `pausing` until then, `paused` after (SPEC §9).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common.h"
+
+static const char usage[] = "cardbaton-pause [--config PATH] JOB_ID";
+
+static const struct option longopts[] = {
+	COMMON_LONGOPTS,
+	{ NULL, 0, NULL, 0 },
+};
+
+int main(int argc, char **argv)
+{
+	struct config c;
+	struct spool sp;
+	struct cb_err err = { 0 };
+	struct job j;
+	long long id;
+	int ch;
+
+	prog_init(argc, argv);
+	while ((ch = tool_getopt(argc, argv, "", longopts, 0, usage)) != -1)
+		usage_error(usage, "unknown option");
+	if (argc - optind != 1)
+		usage_error(usage, argc == optind ? "no JOB_ID given" : "more than one JOB_ID");
+	id = arg_jobid(argv[optind]);
+	tool_find_job(&c, &sp, id, &j);
+	if (!j.def.resume_command)
+		die(EX_REFUSED, "job %lld is not resumable (it has no resume_command)", id);
+	if (j.state != JS_RUNNING && j.state != JS_PAUSING)
+		die(EX_REFUSED, "job %lld is %s, not running", id, job_state_name(j.state));
+	if (spool_ctl(&sp, id, CTL_PAUSE, CTL_NO_ARG, &err) < 0)
+		die_err(&err);
+	ask_worker(&c, &j, "pause");
+	job_free(&j);
+	spool_close(&sp);
+	config_free(&c);
+	return 0;
+}
