@@ -195,3 +195,22 @@ continuous() {
 	continuous 80 "$T/steps"
 	[ "$(record "$first" | json '[a["node"] for a in d["attempts"]]')" = '["local", "local"]' ]
 }
+
+@test "examples/checkpoint_job.py paused and resumed by the queue ends exactly as an uninterrupted run" {
+	command -v python3 >/dev/null || skip "python3 missing"
+	py=$CB_TOP/examples/checkpoint_job.py
+	args="--steps 120 --step-seconds 0.01 --seed 7"
+	python3 "$py" $args --log "$T/full.log" --checkpoint-dir "$T/ck-full" --result "$T/full.json"
+	start_daemon
+	cmd="python3 $py $args --log $T/q.log --checkpoint-dir $T/ck --result $T/q.json"
+	id=$(sub --resume-command "$cmd" -- sh -c "$cmd")
+	wait_for 10 '[ "$(wc -l < "$T/q.log" 2>/dev/null)" -ge 10 ]'
+	cardbaton-pause --config "$C" "$id"
+	wait_for 10 '[ "$(state "$id")" = paused ]'
+	cardbaton-resume --config "$C" "$id"
+	wait_for 30 final "$id"
+	[ "$(state "$id")" = succeeded ]
+	cmp "$T/full.json" "$T/q.json"
+	cmp "$T/full.log" "$T/q.log"
+	[ "$(field "$id" attempts)" -eq 2 ]
+}

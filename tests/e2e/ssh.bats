@@ -281,3 +281,36 @@ ssh_daemon() {
 	wait_for 20 final "$id"
 	[ "$(in_client cardbaton-logs --config "$C" --attempt 0 "$id" | wc -l)" -eq 3 ]
 }
+
+@test "checkpoint on an SSH host: pause, resume on the same host; a resumed job waits for its unreachable node" {
+	cat > "$T/coop.sh" <<-'SH'
+		n=$1 log=$2 i=0
+		if [ -n "${SSHGPU_CHECKPOINT:-}" ]; then i=$(cat "$SSHGPU_CHECKPOINT"); fi
+		while [ "$i" -lt "$n" ]; do
+			i=$((i + 1)); echo "step $i $CARDBATON_HOST" >> "$log"; sleep 0.05
+			if [ -e "$SSHGPU_PAUSE_FILE" ]; then
+				echo "$i" > "$log.ck"
+				printf '{"checkpoint": "%s"}\n' "$log.ck" > "$SSHGPU_CHECKPOINT_READY.tmp"
+				mv "$SSHGPU_CHECKPOINT_READY.tmp" "$SSHGPU_CHECKPOINT_READY"
+				exit 75
+			fi
+		done
+	SH
+	ssh_daemon
+	id=$(sub --resume-command "sh $T/coop.sh 60 $T/steps" -- sh "$T/coop.sh" 60 "$T/steps")
+	wait_for 20 '[ "$(wc -l < "$T/steps" 2>/dev/null)" -ge 3 ]'
+	host=$(head -1 "$T/steps" | cut -d' ' -f3)
+	n=${host#host}
+	in_client cardbaton-pause --config "$C" "$id"
+	wait_for 20 '[ "$(state "$id")" = paused ]'
+	# Its node goes away: resumed, the job waits for it and does not move.
+	host_partition "$n"
+	in_client cardbaton-resume --config "$C" "$id"
+	sleep 4
+	[ "$(state "$id")" = queued ]
+	host_heal "$n"
+	wait_for 60 final "$id"
+	[ "$(state "$id")" = succeeded ]
+	[ "$(cut -d' ' -f1,2 "$T/steps")" = "$(seq 1 60 | sed 's/^/step /')" ]
+	[ "$(cut -d' ' -f3 "$T/steps" | sort -u)" = "$host" ]
+}
