@@ -173,8 +173,10 @@ continuous() {
 	wait_for 10 '[ "$(state "$g")" = pausing ]'
 	cardbaton-cancel --config "$C" "$g"
 	wait_for 15 '[ "$(state "$g")" = cancelled ]'
-	# Nothing of theirs runs, and the card's lease is free.
-	[ -z "$(find /proc/[0-9]*/fd -maxdepth 1 -lname "$STATE/*" 2>/dev/null)" ]
+	# Nothing of theirs runs (nothing holds an attempt's files or a
+	# lease; the daemon's watch holds only the attempts directory), and
+	# the card's lease is free.
+	[ -z "$(find /proc/[0-9]*/fd -maxdepth 1 \( -lname "$STATE/attempts/*" -o -lname "$STATE/leases/*" \) 2>/dev/null)" ]
 	[ "$(cardbaton-gpus --config "$C" --json | json 'd["nodes"][0]["gpus"][0]["lease"]')" = None ]
 }
 
