@@ -16,11 +16,6 @@
 
 static const char usage[] = "cardbaton-cancel [--config PATH] JOB_ID";
 
-static const struct option longopts[] = {
-	COMMON_LONGOPTS,
-	{ NULL, 0, NULL, 0 },
-};
-
 int main(int argc, char **argv)
 {
 	struct config c;
@@ -28,14 +23,9 @@ int main(int argc, char **argv)
 	struct cb_err err = { 0 };
 	struct job j;
 	long long id;
-	int ch;
 
 	prog_init(argc, argv);
-	while ((ch = tool_getopt(argc, argv, "", longopts, 0, usage)) != -1)
-		usage_error(usage, "unknown option");
-	if (argc - optind != 1)
-		usage_error(usage, argc == optind ? "no JOB_ID given" : "more than one JOB_ID");
-	id = arg_jobid(argv[optind]);
+	id = tool_one_job(argc, argv, usage);
 	tool_find_job(&c, &sp, id, &j);
 	if (job_state_final(j.state))
 		die(EX_REFUSED, "job %lld already %s", id, job_state_name(j.state));

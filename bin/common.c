@@ -558,3 +558,17 @@ void tool_find_job(struct config *c, struct spool *sp, long long id, struct job 
 		die(EX_NOINPUT_, "no such job %lld", id);
 	free(name);
 }
+
+long long tool_one_job(int argc, char **argv, const char *usage)
+{
+	static const struct option longopts[] = {
+		COMMON_LONGOPTS,
+		{ NULL, 0, NULL, 0 },
+	};
+
+	while (tool_getopt(argc, argv, "", longopts, 0, usage) != -1)
+		usage_error(usage, "unknown option");
+	if (argc - optind != 1)
+		usage_error(usage, argc == optind ? "no JOB_ID given" : "more than one JOB_ID");
+	return arg_jobid(argv[optind]);
+}

@@ -88,6 +88,10 @@ int tool_spool(const struct config *c, struct spool *sp, int create);
  */
 void ask_worker(const struct config *c, const struct job *j, const char *op);
 
+/* The options and operand of a tool that takes only --config and one
+ * JOB_ID (usage errors exit 64): the job ID. */
+long long tool_one_job(int argc, char **argv, const char *usage);
+
 /* Load the config into C, open its spool SP and find job ID (wherever it
  * is) into J; exit 66 "no such job ID" when there is none. */
 void tool_find_job(struct config *c, struct spool *sp, long long id, struct job *j);
