@@ -89,6 +89,9 @@ $(B)/cardbaton-worker-static: $(WORKER_ALL)
 $(B)/cardbaton-worker.shar: $(WORKER_ALL) worker/mkshar.sh
 	worker/mkshar.sh $@ $(WORKER_ALL)
 
+# A unit test may #include a worker source (it is libc only).
+$(B)/tests/unit/test_ckjson.o: worker/json.c worker/json.h
+
 $(B)/tests/%: $(B)/tests/unit/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)

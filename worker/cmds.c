@@ -1,6 +1,6 @@
 /*
  * cmds.c - the worker's read-mostly commands: gpus, status, watch,
- * cancel, log (LAYOUT.md section 10).
+ * cancel, pause, log (LAYOUT.md section 10).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -274,6 +274,105 @@ int cmd_cancel(struct wk_state *st, int argc, char **argv)
 				return wk_errsys(WX_OSERR, "out of memory");
 		}
 	}
+	rc = wk_print(&r) < 0 ? wk_errsys(WX_OSERR, "stdout") : 0;
+	wire_free(&r);
+	return rc;
+}
+
+/* ---- pause --------------------------------------------------------------- */
+
+/* Whether the attempt in ADIR was launched resumable (its spec says
+ * resumable 1): 1 or 0, or -1 with errno (ENOENT: no spec yet). */
+static int spec_resumable(int adir)
+{
+	struct wire_rec r = { 0 };
+	const char *why;
+	char *buf;
+	size_t n;
+	long got;
+	long long v = 0;
+
+	if (wk_read_at(adir, "spec", WIRE_MAX_RECORD, &buf, &n) < 0)
+		return -1;
+	got = wire_parse(buf, n, &r, &why);
+	free(buf);
+	if (got <= 0) {
+		wire_free(&r);
+		errno = EINVAL;
+		return -1;
+	}
+	got = wire_get_ll(&r, "resumable", &v) == 0 && v == 1;
+	wire_free(&r);
+	return (int)got;
+}
+
+/*
+ * Ask a resumable attempt to checkpoint: create attempts/ID/pause (the
+ * job's SSHGPU_PAUSE_FILE) atomically and answer the state record at
+ * once.  The supervisor hears of the file (inotify) and records
+ * `pausing`; how the pause ends is for `status` and `watch` to tell.
+ */
+int cmd_pause(struct wk_state *st, int argc, char **argv)
+{
+	const char *id;
+	struct wire_rec r = { 0 };
+	int alive, got, adir, res, rc;
+	long long until;
+	char *tmp;
+
+	if (argc != 1)
+		return wk_err(WX_USAGE, "usage: %s [-d STATE_DIR] pause ID", PROG);
+	id = argv[0];
+	got = wk_attempt_status(st, id, &r, &alive);
+	if (got < 0)
+		return wk_errsys(WX_OSERR, "attempt %s", id);
+	if (got == 0)
+		return wk_err(WX_NOINPUT, "unknown attempt %s", id);
+	adir = openat(st->attfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (adir < 0) {
+		wire_free(&r);
+		return wk_errsys(WX_OSERR, "%s/attempts/%s", st->path, id);
+	}
+	/* The launcher writes the spec right after it takes the lock;
+	 * an attempt that reads as starting may not have it yet. */
+	until = wk_mono_ms() + LAUNCH_WAIT_MS;
+	while ((res = spec_resumable(adir)) < 0 && errno == ENOENT && wk_mono_ms() < until)
+		wk_sleep_ms(20);
+	if (res < 0) {
+		rc = wk_errsys(WX_OSERR, "%s/attempts/%s/spec", st->path, id);
+		close(adir);
+		wire_free(&r);
+		return rc;
+	}
+	if (res == 0) {
+		close(adir);
+		wire_free(&r);
+		return wk_err(1, "attempt %s is not resumable", id);
+	}
+	if (!wk_state_final(wire_get(&r, "state"))) {
+		tmp = wk_asprintf(".pause.%ld.tmp", (long)getpid());
+		if (!tmp || wk_atomic_write(adir, tmp, "pause", "", 0) < 0) {
+			rc = wk_errsys(WX_OSERR, "%s/attempts/%s/pause", st->path, id);
+			free(tmp);
+			close(adir);
+			wire_free(&r);
+			return rc;
+		}
+		free(tmp);
+		/* The record as it is now (pausing, when the supervisor
+		 * was quick); no waiting for the outcome. */
+		wire_free(&r);
+		got = wk_attempt_status(st, id, &r, &alive);
+		if (got < 0) {
+			close(adir);
+			return wk_errsys(WX_OSERR, "attempt %s", id);
+		}
+		if (got == 0 && unknown_rec(&r, id) < 0) {
+			close(adir);
+			return wk_errsys(WX_OSERR, "out of memory");
+		}
+	}
+	close(adir);
 	rc = wk_print(&r) < 0 ? wk_errsys(WX_OSERR, "stdout") : 0;
 	wire_free(&r);
 	return rc;

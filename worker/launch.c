@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "worker.h"
+#include "json.h"
 
 extern char **environ;
 
@@ -278,7 +279,7 @@ struct launch {
  * ends before step 6 leaves no trace (the same ID may come again). */
 static void remove_attempt_dir(struct launch *l)
 {
-	static const char *const files[] = { "spec", ".spec.tmp", "cancel", "lock" };
+	static const char *const files[] = { "spec", ".spec.tmp", "cancel", "pause", "checkpoint", "lock" };
 	size_t i;
 
 	for (i = 0; i < sizeof files / sizeof files[0]; i++)
@@ -372,6 +373,9 @@ static int take_leases(struct launch *l, char **reason)
 
 enum stop_why { STOP_NONE, STOP_CANCEL, STOP_TIMEOUT, STOP_SIGNAL };
 
+/* Who asked a resumable job to checkpoint (SPEC section 9). */
+enum pause_why { PAUSE_NONE, PAUSE_USER, PAUSE_TIMEOUT };
+
 struct sup {
 	struct launch *l;
 	int notify;             /* write end to the launcher, or -1 */
@@ -381,6 +385,13 @@ struct sup {
 	enum stop_why stop;
 	int stop_sig;           /* with STOP_SIGNAL */
 	const char *failure;    /* before exec: "cwd ...", "exec ..." */
+	enum pause_why pause;
+	int time_limit;         /* the time limit was reached */
+	/* Decided when the main process exits after a pause request:
+	 * either the checkpoint (paused), or why it is a failure. */
+	char *ck_path;
+	const char *pause_fail;
+	char *pause_fail_owned;
 };
 
 static void tell_launcher(struct sup *s)
@@ -417,12 +428,168 @@ static int base_state(struct sup *s, struct wire_rec *r, const char *state)
 	return 0;
 }
 
+/* "killed by signal N (SIGNAME)" and SUFFIX. */
+static char *signal_reason(int sig, const char *suffix)
+{
+	const char *n = wk_signame(sig);
+
+	return n ? wk_asprintf("killed by signal %d (%s)%s", sig, n, suffix)
+		 : wk_asprintf("killed by signal %d%s", sig, suffix);
+}
+
+/* The `pausing` record: running's keys, the reason, and `timeout 1`
+ * when the time limit asked. */
+static void write_pausing(struct sup *s)
+{
+	struct wire_rec rec = { 0 };
+	int timeout = s->pause == PAUSE_TIMEOUT;
+
+	if (base_state(s, &rec, "pausing") < 0 ||
+	    wire_add(&rec, "reason", timeout ? "time limit reached: pause requested"
+						: "pause requested") < 0 ||
+	    (timeout && wire_add(&rec, "timeout", "1") < 0) ||
+	    wk_state_write(s->l->st, s->l->sp->id, &rec) < 0)
+		fprintf(stderr, "%s: writing the pausing state: %s\n", PROG, strerror(errno));
+	wire_free(&rec);
+}
+
+/* attempts/ID/pause exists (of any kind: the job only tests for it). */
+static int pause_file_there(struct launch *l)
+{
+	struct stat sb;
+
+	if (fstatat(l->adir, "pause", &sb, AT_SYMLINK_NOFOLLOW) == 0)
+		return 1;
+	if (errno != ENOENT)
+		fprintf(stderr, "%s: %s/pause: %s\n", PROG, l->adir_path, strerror(errno));
+	return 0;
+}
+
+/* The supervisor's own pause request at the time limit: the file the
+ * job polls, made atomically.  0, or -1 (said on the log). */
+static int make_pause_file(struct launch *l)
+{
+	char *tmp = wk_asprintf(".pause.%ld.tmp", (long)getpid());
+	int rc = tmp ? wk_atomic_write(l->adir, tmp, "pause", "", 0) : -1;
+
+	if (rc < 0)
+		fprintf(stderr, "%s: %s/pause: %s\n", PROG, l->adir_path, strerror(errno));
+	free(tmp);
+	return rc;
+}
+
 /*
- * The one place where the end of an attempt is decided.  (The
- * checkpoint pause goes here too: when a pause was asked for and the
- * job exited 75 with a valid marker at attempts/ID/checkpoint, the
- * state is "paused" with its checkpoint; anything else stays a failure
- * with the reason said.)
+ * Read the checkpoint marker attempts/ID/checkpoint: a regular file (no
+ * symbolic link), at most CK_MARKER_MAX bytes, a JSON object with a
+ * non-empty "checkpoint" string.  0 with *path (malloc'd), 1 with
+ * *reason (malloc'd; NULL when out of memory).
+ */
+static int read_marker(struct launch *l, char **path, char **reason)
+{
+	char *where = wk_asprintf("%s/checkpoint", l->adir_path), *buf = NULL, *why = NULL;
+	struct stat sb;
+	size_t n, plen;
+	int fd, e;
+	enum ck_status cs;
+
+	*path = *reason = NULL;
+	if (!where)
+		return 1;
+	/* O_NONBLOCK: a FIFO under that name must not hang us. */
+	fd = openat(l->adir, "checkpoint", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0) {
+		e = errno;
+		if (e == ENOENT)
+			*reason = wk_asprintf("exit status 75 but no checkpoint marker at %s", where);
+		else if (e == ELOOP)
+			*reason = wk_asprintf("checkpoint marker at %s is a symbolic link", where);
+		else
+			*reason = wk_asprintf("checkpoint marker at %s: %s", where, strerror(e));
+		free(where);
+		return 1;
+	}
+	if (fstat(fd, &sb) < 0) {
+		*reason = wk_asprintf("checkpoint marker at %s: %s", where, strerror(errno));
+	} else if (!S_ISREG(sb.st_mode)) {
+		*reason = wk_asprintf("checkpoint marker at %s is not a regular file", where);
+	} else if (sb.st_size > CK_MARKER_MAX) {
+		*reason = wk_asprintf("checkpoint marker at %s is larger than %d KiB", where,
+				      CK_MARKER_MAX / 1024);
+	} else if (wk_read_fd(fd, CK_MARKER_MAX, &buf, &n) < 0) {
+		*reason = errno == EFBIG ?
+			  wk_asprintf("checkpoint marker at %s is larger than %d KiB", where,
+				      CK_MARKER_MAX / 1024) :
+			  wk_asprintf("checkpoint marker at %s: %s", where, strerror(errno));
+	}
+	close(fd);
+	free(where);
+	if (*reason || !buf)
+		return 1;
+	cs = ck_marker_parse(buf, n, path, &plen, &why);
+	free(buf);
+	switch (cs) {
+	case CK_OK:
+		return 0;
+	case CK_INVALID:
+		*reason = wk_asprintf("checkpoint marker is not valid JSON: %s",
+				      why ? why : "out of memory");
+		break;
+	case CK_NOT_OBJECT:
+		*reason = strdup("checkpoint marker is not a JSON object");
+		break;
+	case CK_NO_PATH:
+		*reason = strdup("checkpoint marker has no non-empty \"checkpoint\" string");
+		break;
+	case CK_DUP:
+		*reason = strdup("checkpoint marker has \"checkpoint\" more than once");
+		break;
+	case CK_NUL:
+		*reason = strdup("checkpoint marker's \"checkpoint\" holds a NUL byte");
+		break;
+	case CK_NOMEM:
+		break;
+	}
+	free(why);
+	return 1;
+}
+
+/*
+ * The main process has exited (s->status): was it a pause?  Only for a
+ * resumable attempt that nothing stopped.  A pause file that the loop
+ * has not heard of yet (the job was quicker than the inotify event)
+ * counts as the request it is: stale ones were removed before the job
+ * started.  Sets s->ck_path, or s->pause_fail, or nothing (no pause).
+ */
+static void pause_outcome(struct sup *s)
+{
+	struct launch *l = s->l;
+	int st = s->status;
+	char *r = NULL;
+
+	if (!l->sp->resumable || s->stop != STOP_NONE || s->failure || s->pid <= 0)
+		return;
+	if (s->pause == PAUSE_NONE) {
+		if (!pause_file_there(l))
+			return;
+		s->pause = PAUSE_USER;
+	}
+	if (WIFEXITED(st) && WEXITSTATUS(st) == WX_TEMPFAIL) {
+		if (read_marker(l, &s->ck_path, &r) == 0)
+			return;
+	} else if (WIFEXITED(st)) {
+		r = wk_asprintf("paused but exited with status %d (expected %d)", WEXITSTATUS(st),
+				WX_TEMPFAIL);
+	} else {
+		r = signal_reason(WTERMSIG(st), " after a pause request");
+	}
+	s->pause_fail_owned = r;
+	s->pause_fail = r ? r : "the pause did not end in a checkpoint";
+}
+
+/*
+ * The one place where the end of an attempt is decided.  A stop
+ * (cancel, the time limit and its grace, a signal to the worker) wins;
+ * then the pause outcome of pause_outcome(); then the exit status.
  */
 static int final_state(struct sup *s, struct wire_rec *r)
 {
@@ -443,19 +610,25 @@ static int final_state(struct sup *s, struct wire_rec *r)
 	} else if (s->stop == STOP_TIMEOUT) {
 		state = "failed";
 		reason = strdup("timeout");
+	} else if (s->ck_path) {
+		state = "paused";
+		reason = strdup(s->pause == PAUSE_TIMEOUT ? "time limit reached: checkpoint saved"
+							  : "checkpoint saved");
+	} else if (s->pause_fail) {
+		state = "failed";
+		reason = strdup(s->pause_fail);
 	} else if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
 		state = "succeeded";
 	} else if (WIFEXITED(st)) {
 		state = "failed";
 		reason = wk_asprintf("exit status %d", WEXITSTATUS(st));
 	} else {
-		const char *n = wk_signame(WTERMSIG(st));
-
 		state = "failed";
-		reason = n ? wk_asprintf("killed by signal %d (%s)", WTERMSIG(st), n)
-			   : wk_asprintf("killed by signal %d", WTERMSIG(st));
+		reason = signal_reason(WTERMSIG(st), "");
 	}
 	rc = base_state(s, r, state);
+	if (rc == 0 && s->ck_path && strcmp(state, "paused") == 0)
+		rc = wire_set(r, "checkpoint", s->ck_path);
 	if (rc == 0 && !s->failure && s->pid > 0) {
 		if (WIFEXITED(st))
 			rc = wk_set_ll(r, "exit_code", WEXITSTATUS(st));
@@ -466,6 +639,11 @@ static int final_state(struct sup *s, struct wire_rec *r)
 		rc = wk_set_ll(r, "finished", wk_now_ms());
 	if (rc == 0 && reason)
 		rc = wire_add(r, "reason", reason);
+	/* timeout 1: the time limit decided this end (the kill, or the
+	 * pause it asked for). */
+	if (rc == 0 && !s->failure &&
+	    (s->stop == STOP_TIMEOUT || (s->stop == STOP_NONE && s->pause == PAUSE_TIMEOUT)))
+		rc = wire_add(r, "timeout", "1");
 	if (rc == 0 && !reason && strcmp(state, "succeeded") != 0) {
 		errno = ENOMEM;
 		rc = -1;
@@ -639,24 +817,55 @@ static void reap(struct sup *s, int *none_left)
 }
 
 /* Wait for the job and everything it started; enforce the time limit
- * and cancel.  Returns when no descendant is left. */
+ * (with its pause and grace for a resumable job), cancel and pause
+ * requests.  Returns when no descendant is left. */
 static void supervise_loop(struct sup *s, int sfd, int ifd, const char *cancel_path)
 {
-	long long now, deadline = 0, kill_at = 0, next_kill = 0;
-	int term_sent = 0, none_left;
+	const struct spec *sp = s->l->sp;
+	long long now, deadline = 0, grace_end = 0, kill_at = 0, next_kill = 0;
+	int term_sent = 0, none_left, decided = 0, grace_on = 0;
 
-	if (s->l->sp->timeout > 0)
-		deadline = wk_mono_ms() + s->l->sp->timeout * 1000;
+	if (sp->timeout > 0)
+		deadline = wk_mono_ms() + sp->timeout * 1000;
 	for (;;) {
 		struct pollfd p[2];
 		long long wait = -1;
 		int r;
 
 		reap(s, &none_left);
+		/* The main process is gone: decide the pause outcome now,
+		 * before its leftovers are stopped (they could touch the
+		 * marker). */
+		if (!s->main_alive && !decided) {
+			decided = 1;
+			pause_outcome(s);
+		}
 		if (none_left && !s->main_alive)
 			return;
 		now = wk_mono_ms();
-		if (s->main_alive && s->stop == STOP_NONE && deadline && now >= deadline)
+		/* The time limit: a resumable job is asked to checkpoint and
+		 * gets the grace; any other is stopped. */
+		if (s->main_alive && s->stop == STOP_NONE && deadline && !s->time_limit &&
+		    now >= deadline) {
+			s->time_limit = 1;
+			if (!sp->resumable) {
+				s->stop = STOP_TIMEOUT;
+			} else {
+				grace_on = 1;
+				grace_end = now + sp->grace * 1000;
+				/* Already pausing at the user's request: that
+				 * request stands, the grace bounds it. */
+				if (s->pause == PAUSE_NONE) {
+					if (make_pause_file(s->l) < 0) {
+						s->stop = STOP_TIMEOUT;
+					} else {
+						s->pause = PAUSE_TIMEOUT;
+						write_pausing(s);
+					}
+				}
+			}
+		}
+		if (s->main_alive && s->stop == STOP_NONE && grace_on && now >= grace_end)
 			s->stop = STOP_TIMEOUT;
 		/* Cancel, time limit, or the main process is gone: the rest
 		 * of the attempt gets SIGTERM, and SIGKILL KILL_DELAY later. */
@@ -675,7 +884,9 @@ static void supervise_loop(struct sup *s, int sfd, int ifd, const char *cancel_p
 		 * event; with no time limit and nothing stopping, forever. */
 		if (kill_at)
 			wait = (now >= kill_at ? next_kill : kill_at) - now;
-		else if (deadline && s->stop == STOP_NONE)
+		else if (grace_on && s->stop == STOP_NONE)
+			wait = grace_end - now;
+		else if (deadline && !s->time_limit && s->stop == STOP_NONE)
 			wait = deadline - now;
 		if (wait != -1 && wait < 1)
 			wait = 1;
@@ -703,7 +914,7 @@ static void supervise_loop(struct sup *s, int sfd, int ifd, const char *cancel_p
 		if (r > 0 && p[1].revents) {
 			char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
 			ssize_t n;
-			int seen = 0;
+			int seen_cancel = 0, seen_pause = 0;
 
 			while ((n = read(ifd, buf, sizeof buf)) > 0) {
 				char *q = buf;
@@ -713,13 +924,22 @@ static void supervise_loop(struct sup *s, int sfd, int ifd, const char *cancel_p
 
 					if ((ev->mask & IN_Q_OVERFLOW) ||
 					    (ev->len && strcmp(ev->name, "cancel") == 0))
-						seen = 1;
+						seen_cancel = 1;
+					if ((ev->mask & IN_Q_OVERFLOW) ||
+					    (ev->len && strcmp(ev->name, "pause") == 0))
+						seen_pause = 1;
 					q += sizeof *ev + ev->len;
 				}
 			}
-			if (seen && access(cancel_path, F_OK) == 0 && s->main_alive &&
+			/* Cancel first: it wins over a pause. */
+			if (seen_cancel && access(cancel_path, F_OK) == 0 && s->main_alive &&
 			    s->stop == STOP_NONE)
 				s->stop = STOP_CANCEL;
+			if (seen_pause && sp->resumable && s->main_alive && s->stop == STOP_NONE &&
+			    s->pause == PAUSE_NONE && pause_file_there(s->l)) {
+				s->pause = PAUSE_USER;
+				write_pausing(s);
+			}
 		}
 	}
 }
@@ -800,6 +1020,14 @@ static void supervise(struct launch *l, int notify)
 	}
 	if (!s.failure && cancel_path && access(cancel_path, F_OK) == 0)
 		s.stop = STOP_CANCEL;   /* cancelled before it started */
+	/* Paused before it started (launch removed any stale pause file
+	 * before it wrote the spec, so this one is a request): the job
+	 * will see the file at once.  The marker must come from this job:
+	 * none may be there before it starts. */
+	if (!s.failure && s.stop == STOP_NONE && l->sp->resumable && pause_file_there(l))
+		s.pause = PAUSE_USER;
+	if (!s.failure && unlinkat(l->adir, "checkpoint", 0) < 0 && errno != ENOENT)
+		s.failure = "worker: cannot remove a stale checkpoint marker";
 
 	if (!s.failure && s.stop == STOP_NONE) {
 		if (pipe2(ep, O_CLOEXEC) < 0) {
@@ -840,6 +1068,8 @@ static void supervise(struct launch *l, int notify)
 		    wk_state_write(l->st, l->sp->id, &rec) < 0)
 			fprintf(stderr, "%s: writing the running state: %s\n", PROG, strerror(errno));
 		wire_free(&rec);
+		if (s.pause != PAUSE_NONE)
+			write_pausing(&s);
 		tell_launcher(&s);
 	}
 	if (s.pid > 0)
@@ -855,6 +1085,8 @@ static void supervise(struct launch *l, int notify)
 	wire_free(&rec);
 	tell_launcher(&s);
 	free(cancel_path);
+	free(s.ck_path);
+	free(s.pause_fail_owned);
 	/* The lock goes with us (_exit): the attempt is over. */
 	_exit(ex);
 }
@@ -939,6 +1171,15 @@ static int start(struct launch *l)
 	char *vis = NULL, *pause_path = NULL, *ck_path = NULL;
 	pid_t pid;
 
+	/* A taken-over directory may hold a pause request or a marker from
+	 * before: neither may count for this job.  Removed before the spec
+	 * is written, because `pause` reads the spec first. */
+	if ((unlinkat(l->adir, "pause", 0) < 0 && errno != ENOENT) ||
+	    (unlinkat(l->adir, "checkpoint", 0) < 0 && errno != ENOENT)) {
+		rc = wk_errsys(WX_OSERR, "%s: removing a stale pause or checkpoint file", l->adir_path);
+		remove_attempt_dir(l);
+		return rc;
+	}
 	n = wire_format(&sp->rec, &buf);
 	if (n < 0 || wk_atomic_write(l->adir, ".spec.tmp", "spec", buf, (size_t)n) < 0) {
 		free(buf);
@@ -992,10 +1233,13 @@ static int start(struct launch *l)
 
 		for (e = environ; *e && !rc; e++)
 			rc = env_push(&l->env, *e) < 0;
-		for (i = 0; i < 2 && !rc; i++)
-			env_unset(&l->env, drop[i], strlen(drop[i]));
 		for (i = 0; i < sp->nenv && !rc; i++)
 			rc = env_put(&l->env, sp->env[i]) < 0;
+		/* The contract's variables are the worker's alone: the
+		 * checkpoint only on a resumed attempt, whatever the
+		 * worker's or the spec's environment says. */
+		for (i = 0; i < 2 && !rc; i++)
+			env_unset(&l->env, drop[i], strlen(drop[i]));
 		rc = rc || env_set(&l->env, "CUDA_VISIBLE_DEVICES", vis ? vis : "") < 0 ||
 		     env_set(&l->env, "SSHGPU_PAUSE_FILE", pause_path) < 0 ||
 		     env_set(&l->env, "CARDBATON_PAUSE_FILE", pause_path) < 0 ||

@@ -17,8 +17,8 @@
  *    every leases/UUID are flock()ed by the launcher, inherited by the
  *    supervisor and by the job, and released by the kernel when the
  *    last process of the attempt is gone, however it went.  "alive" is
- *    "the lock is held"; a starting/running state with a free lock is
- *    a lost attempt.
+ *    "the lock is held"; a starting/running/pausing state with a free
+ *    lock is a lost attempt.
  *  - Every state change is one atomic rename of attempts/ID.state
  *    (write .ID.state.tmp, fsync, rename, fsync the directory), so a
  *    reader sees a whole record or the previous one, and "watch" is an
@@ -32,8 +32,9 @@
  *    the controller sees the final state, the cards are free.
  *
  * Files: main.c (arguments), launch.c (launch and the supervisor),
- * cmds.c (gpus, status, watch, cancel, log), nvsmi.c (nvidia-smi),
- * util.c (files, locks, state records).
+ * cmds.c (gpus, status, watch, cancel, pause, log), nvsmi.c
+ * (nvidia-smi), json.c (the checkpoint marker), util.c (files, locks,
+ * state records).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -49,6 +50,7 @@ static const char help[] =
 	"       " PROG " [-d STATE_DIR] status ID...\n"
 	"       " PROG " [-d STATE_DIR] watch\n"
 	"       " PROG " [-d STATE_DIR] cancel ID\n"
+	"       " PROG " [-d STATE_DIR] pause ID\n"
 	"       " PROG " [-d STATE_DIR] log ID [-f]\n"
 	"STATE_DIR defaults to " DEFAULT_STATE_DIR "; see LAYOUT.md section 10.\n";
 
@@ -56,7 +58,7 @@ static const char help[] =
 static int usage(void)
 {
 	return wk_err(WX_USAGE, "usage: %s [-d STATE_DIR] version|gpus|launch|status ID...|"
-		      "watch|cancel ID|log ID [-f]", PROG);
+		      "watch|cancel ID|pause ID|log ID [-f]", PROG);
 }
 
 static const struct {
@@ -68,6 +70,7 @@ static const struct {
 	{ "status", cmd_status },
 	{ "watch", cmd_watch },
 	{ "cancel", cmd_cancel },
+	{ "pause", cmd_pause },
 	{ "log", cmd_log },
 };
 

@@ -415,7 +415,8 @@ int wk_state_write(const struct wk_state *st, const char *id, const struct wire_
 int wk_state_final(const char *s)
 {
 	return s && (strcmp(s, "succeeded") == 0 || strcmp(s, "failed") == 0 ||
-		     strcmp(s, "cancelled") == 0 || strcmp(s, "lost") == 0);
+		     strcmp(s, "cancelled") == 0 || strcmp(s, "lost") == 0 ||
+		     strcmp(s, "paused") == 0);
 }
 
 int wk_lock_try(int dirfd, const char *name, int how, int create, int *fdp)
@@ -483,7 +484,8 @@ int wk_attempt_status(const struct wk_state *st, const char *id,
 	if (!*alive) {
 		const char *s = wire_get(r, "state");
 
-		if (s && (strcmp(s, "starting") == 0 || strcmp(s, "running") == 0)) {
+		if (s && (strcmp(s, "starting") == 0 || strcmp(s, "running") == 0 ||
+			  strcmp(s, "pausing") == 0)) {
 			if (wire_set(r, "state", "lost") < 0 ||
 			    wire_set(r, "reason", "worker vanished without a final status") < 0 ||
 			    wk_set_ll(r, "finished", wk_now_ms()) < 0 ||

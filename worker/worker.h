@@ -98,7 +98,7 @@ int wk_id_ok(const char *id);
 int wk_state_read(const struct wk_state *st, const char *id, struct wire_rec *r);
 /* Replace attempts/ID.state atomically (through .ID.state.tmp). */
 int wk_state_write(const struct wk_state *st, const char *id, const struct wire_rec *r);
-/* succeeded failed cancelled lost (and, later, paused). */
+/* The final states: succeeded failed cancelled lost paused. */
 int wk_state_final(const char *state);
 
 /* Try to take DIRFD/NAME with flock(HOW|LOCK_NB) on a fresh open
@@ -108,10 +108,10 @@ int wk_lock_try(int dirfd, const char *name, int how, int create, int *fdp);
 
 /*
  * The state of attempt ID as status reports it (LAYOUT.md section 8):
- * *alive is set from attempts/ID/lock.  A state file that says starting
- * or running while the lock is free is rewritten, under that lock, as
- * lost.  A directory with a held lock and no state file yet reads as
- * starting.  1: R filled; 0: unknown attempt; -1: error (errno).
+ * *alive is set from attempts/ID/lock.  A state file that says starting,
+ * running or pausing while the lock is free is rewritten, under that
+ * lock, as lost.  A directory with a held lock and no state file yet
+ * reads as starting.  1: R filled; 0: unknown attempt; -1: error (errno).
  */
 int wk_attempt_status(const struct wk_state *st, const char *id,
 		      struct wire_rec *r, int *alive);
@@ -166,6 +166,7 @@ int cmd_launch(struct wk_state *st, int argc, char **argv);
 int cmd_status(struct wk_state *st, int argc, char **argv);
 int cmd_watch(struct wk_state *st, int argc, char **argv);
 int cmd_cancel(struct wk_state *st, int argc, char **argv);
+int cmd_pause(struct wk_state *st, int argc, char **argv);
 int cmd_log(struct wk_state *st, int argc, char **argv);
 
 #endif

@@ -79,7 +79,7 @@ st() {       # st ID KEY : KEY of the attempt's status record
 }
 
 is_final() {
-	cardbaton-worker status "$1" | grep -Eq '^state (succeeded|failed|cancelled|lost)$'
+	cardbaton-worker status "$1" | grep -Eq '^state (succeeded|failed|cancelled|lost|paused)$'
 }
 
 wait_final() {      # wait_final ID [SECONDS]
@@ -101,6 +101,47 @@ lock_free() {       # lock_free ID: nobody holds attempts/ID/lock
 no_trace() {        # no_trace ID: nothing of attempt ID on disk
 	[ ! -e "$STATE/attempts/$1" ] && [ ! -e "$STATE/attempts/$1.state" ]
 }
+
+sup_of() {          # sup_of PID: the job's parent, its supervisor
+	awk '{ sub(/.*\) /, ""); print $2 }' "/proc/$1/stat"
+}
+
+now_ms() {
+	echo $(( $(date +%s%N) / 1000000 ))
+}
+
+# record_with LINE < records: the last record that holds LINE.
+record_with() {
+	awk -v want="$1" '$0 == "end" { if (hit) last = rec; rec = ""; hit = 0; next }
+		{ rec = rec $0 "\n"; if ($0 == want) hit = 1 } END { printf "%s", last }'
+}
+
+# start_watch: `cardbaton-worker watch` in the background writing
+# $T/watch.out; stop_watch closes its stdin and waits for it.
+start_watch() {
+	mkfifo "$T/watch.in"
+	cardbaton-worker watch < "$T/watch.in" > "$T/watch.out" 3>&- &
+	WATCH_PID=$!
+	exec {WATCH_FD}> "$T/watch.in"
+	wait_for 10 'grep -qx "ready 1" "$T/watch.out"'
+}
+stop_watch() {
+	exec {WATCH_FD}>&-
+	wait "$WATCH_PID"
+}
+
+# The job's side of the checkpoint contract (SPEC section 9) in POSIX
+# sh: poll for the pause file; then wait for a line on $GO when GO is
+# set; publish $MARK (when set) atomically at SSHGPU_CHECKPOINT_READY,
+# or do $PUBLISH; exit $CODE.
+CKJOB='while [ ! -e "$SSHGPU_PAUSE_FILE" ]; do sleep 0.05; done
+if [ -n "${GO-}" ]; then read x < "$GO"; fi
+if [ -n "${MARK-}" ]; then
+	printf "%s" "$MARK" > "$SSHGPU_CHECKPOINT_READY.tmp"
+	mv "$SSHGPU_CHECKPOINT_READY.tmp" "$SSHGPU_CHECKPOINT_READY"
+fi
+eval "${PUBLISH-}"
+exit "$CODE"'
 
 # A job that waits for a line on the fifo $T/go (then exits 0).
 go_fifo() {
@@ -597,7 +638,357 @@ go() {
 	[ "$(field state <<< "$output")" = failed ]
 	[ "$(field reason <<< "$output")" = timeout ]
 	[ "$(field signal <<< "$output")" = 15 ]
+	[ "$(field timeout <<< "$output")" = 1 ]
+	# Not resumable: never asked to pause, never pausing.
+	[ ! -e "$STATE/attempts/f1-1/pause" ]
 	lease_free "$U1"
+}
+
+# ---- pause, the checkpoint contract, the time limit's pause -------------------
+
+@test "pause: pausing (state file and watch), then paused with the checkpoint and exit 75" {
+	start_watch
+	go_fifo
+	launch attempt 5a-1 shell "$CKJOB" env "GO=$T/go" env 'MARK={"checkpoint": "/ck/step 7", "step": 7}' \
+		env CODE=75 resumable 1 gpu 0
+	[ "$status" -eq 0 ]
+	pid=$(field pid <<< "$output")
+	sup=$(sup_of "$pid")
+	[ ! -e "$STATE/attempts/5a-1/pause" ]
+	# pause answers at once (the job is still waiting for go).
+	run cardbaton-worker pause 5a-1
+	[ "$status" -eq 0 ]
+	[ "$(field attempt <<< "$output")" = 5a-1 ]
+	grep -Eq '^state (running|pausing)$' <<< "$output"
+	[ -f "$STATE/attempts/5a-1/pause" ]
+	[ ! -L "$STATE/attempts/5a-1/pause" ]
+	wait_for 5 '[ "$(field state < "$STATE/attempts/5a-1.state")" = pausing ]'
+	rec=$(cat "$STATE/attempts/5a-1.state")
+	[ "$(field reason <<< "$rec")" = "pause requested" ]
+	[ "$(field pid <<< "$rec")" = "$pid" ]
+	[ "$(field pgid <<< "$rec")" = "$pid" ]
+	[ "$(field gpu <<< "$rec")" = 0 ]
+	[ "$(field uuid <<< "$rec")" = "$U0" ]
+	[ -n "$(field started <<< "$rec")" ]
+	[ "$(field log <<< "$rec")" = "$STATE/attempts/5a-1/log" ]
+	! grep -q '^timeout ' <<< "$rec"
+	! grep -q '^exit_code ' <<< "$rec"
+	wait_for 5 'grep -qx "state pausing" "$T/watch.out"'
+	[ "$(field reason <<< "$(record_with 'state pausing' < "$T/watch.out")")" = "pause requested" ]
+	# Pausing is not an end: alive, the card held, the supervisor asleep.
+	[ "$(st 5a-1 alive)" = 1 ]
+	! lease_free "$U0"
+	c0=$(cpu_ticks "$sup")
+	sleep 0.5
+	[ $(( $(cpu_ticks "$sup") - c0 )) -le 2 ]
+	# Asked again while pausing: answered, harmless.
+	run cardbaton-worker pause 5a-1
+	[ "$status" -eq 0 ]
+	[ "$(field state <<< "$output")" = pausing ]
+	go
+	wait_final 5a-1
+	run cardbaton-worker status 5a-1
+	[ "$(field state <<< "$output")" = paused ]
+	[ "$(field exit_code <<< "$output")" = 75 ]
+	[ "$(field checkpoint <<< "$output")" = "/ck/step 7" ]
+	[ "$(field reason <<< "$output")" = "checkpoint saved" ]
+	[ -n "$(field finished <<< "$output")" ]
+	[ "$(field alive <<< "$output")" = 0 ]
+	! grep -q '^timeout ' <<< "$output"
+	! grep -q '^signal ' <<< "$output"
+	lease_free "$U0"
+	wait_for 5 'grep -qx "state paused" "$T/watch.out"'
+	[ "$(field checkpoint <<< "$(record_with 'state paused' < "$T/watch.out")")" = "/ck/step 7" ]
+	stop_watch
+	# Paused is final: pause and cancel answer the record unchanged.
+	before=$(cat "$STATE/attempts/5a-1.state")
+	run cardbaton-worker pause 5a-1
+	[ "$status" -eq 0 ]
+	[ "$output" = "$before" ]
+	run cardbaton-worker cancel 5a-1
+	[ "$status" -eq 0 ]
+	[ "$output" = "$before" ]
+	[ "$(cat "$STATE/attempts/5a-1.state")" = "$before" ]
+}
+
+@test "pause: a marker of exactly 64 KiB, with other JSON around an escaped path, is accepted; one byte more is not" {
+	# A marker of exactly 64 KiB: other keys of every kind, escapes.
+	printf '{"step": [1, -2.5e3, true, null, {"a": "\\u00e9"}], "checkpoint": "/ck/\\u00e9t\\u00e9 \\ud83d\\ude00\\/x", "pad": "' > "$T/mark"
+	n=$(( 65536 - $(stat -c %s "$T/mark") - 2 ))
+	head -c "$n" /dev/zero | tr '\0' x >> "$T/mark"
+	printf '"}' >> "$T/mark"
+	[ "$(stat -c %s "$T/mark")" -eq 65536 ]
+	launch attempt 5a-2 shell "$CKJOB" env "PUBLISH=cp \"$T/mark\" \"\$SSHGPU_CHECKPOINT_READY\"" env CODE=75 resumable 1
+	[ "$status" -eq 0 ]
+	run cardbaton-worker pause 5a-2
+	[ "$status" -eq 0 ]
+	wait_final 5a-2
+	run cardbaton-worker status 5a-2
+	[ "$(field state <<< "$output")" = paused ]
+	[ "$(field checkpoint <<< "$output")" = "/ck/été 😀/x" ]
+	# One byte more is refused.
+	printf ' ' >> "$T/mark"
+	launch attempt 5a-3 shell "$CKJOB" env "PUBLISH=cp \"$T/mark\" \"\$SSHGPU_CHECKPOINT_READY\"" env CODE=75 resumable 1
+	run cardbaton-worker pause 5a-3
+	wait_final 5a-3
+	run cardbaton-worker status 5a-3
+	[ "$(field state <<< "$output")" = failed ]
+	[ "$(field reason <<< "$output")" = "checkpoint marker at $STATE/attempts/5a-3/checkpoint is larger than 64 KiB" ]
+}
+
+@test "pause: asked while the attempt is still starting (its cards being checked), the job sees the request at once and pauses" {
+	echo 0.5 > "$FAKE_GPU_DIR/delay"
+	spec attempt 5a-4 shell "$CKJOB" env 'MARK={"checkpoint": "/ck/early"}' env CODE=75 resumable 1 gpu 0 > "$T/spec.in"
+	cardbaton-worker launch < "$T/spec.in" > "$T/launch.out" &
+	lpid=$!
+	wait_for 5 'test -e "$STATE/attempts/5a-4/spec"'
+	run cardbaton-worker pause 5a-4
+	[ "$status" -eq 0 ]
+	[ "$(field state <<< "$output")" = starting ]
+	wait "$lpid"
+	rm "$FAKE_GPU_DIR/delay"
+	wait_final 5a-4
+	run cardbaton-worker status 5a-4
+	[ "$(field state <<< "$output")" = paused ]
+	[ "$(field checkpoint <<< "$output")" = /ck/early ]
+	[ "$(field reason <<< "$output")" = "checkpoint saved" ]
+}
+
+@test "pause: every other end after a pause request is a failure that says what was missing" {
+	A=$STATE/attempts
+	# ck ID CODE MARK REASON [SPEC KEY VALUE]...
+	ck() {
+		local id=$1 code=$2 mark=$3 want=$4
+		shift 4
+		launch attempt "$id" shell "$CKJOB" env "MARK=$mark" env "CODE=$code" resumable 1 "$@"
+		[ "$status" -eq 0 ] || { echo "launch $id: $output"; return 1; }
+		run cardbaton-worker pause "$id"
+		[ "$status" -eq 0 ] || { echo "pause $id: $output"; return 1; }
+		wait_final "$id" || return 1
+		run cardbaton-worker status "$id"
+		[ "$(field state <<< "$output")" = failed ] || { echo "$id: $output"; return 1; }
+		[ "$(field reason <<< "$output")" = "$want" ] || { echo "$id: $output"; echo "wanted: $want"; return 1; }
+		! grep -q '^timeout ' <<< "$output"
+	}
+	ck 5b-1 75 '' "exit status 75 but no checkpoint marker at $A/5b-1/checkpoint"
+	[ "$(st 5b-1 exit_code)" = 75 ]
+	ck 5b-2 75 'not json' "checkpoint marker is not valid JSON: unexpected character 'n' (expected a value) at offset 0"
+	ck 5b-3 75 '{"checkpoint": "/x"' \
+		"checkpoint marker is not valid JSON: unexpected end of input (expected ',' or '}') at offset 19"
+	ck 5b-4 75 '{"checkpoint": "/x"} junk' "checkpoint marker is not valid JSON: trailing characters after the JSON value at offset 21"
+	ck 5b-5 75 "{'checkpoint': '/x'}" "checkpoint marker is not valid JSON: unexpected byte 0x27 (expected a string key) at offset 1"
+	ck 5b-6 75 '{"checkpoint": ""}' 'checkpoint marker has no non-empty "checkpoint" string'
+	ck 5b-7 75 '{"path": "/x"}' 'checkpoint marker has no non-empty "checkpoint" string'
+	ck 5b-8 75 '{"checkpoint": 5}' 'checkpoint marker has no non-empty "checkpoint" string'
+	ck 5b-9 75 '{"checkpoint": null}' 'checkpoint marker has no non-empty "checkpoint" string'
+	ck 5b-a 75 '["/x"]' 'checkpoint marker is not a JSON object'
+	ck 5b-b 75 '{"checkpoint": "/x", "checkpoint": "/y"}' 'checkpoint marker has "checkpoint" more than once'
+	# The right marker but the wrong exit.
+	ck 5b-c 0 '{"checkpoint": "/x"}' 'paused but exited with status 0 (expected 75)'
+	ck 5b-d 3 '{"checkpoint": "/x"}' 'paused but exited with status 3 (expected 75)'
+	[ "$(st 5b-d exit_code)" = 3 ]
+	ck 5b-e 75 '{"checkpoint": "/x"}' 'killed by signal 9 (SIGKILL) after a pause request' env 'PUBLISH=kill -9 $$'
+	[ "$(st 5b-e signal)" = 9 ]
+	# A marker that is not a plain file: a symlink (to a valid one), a
+	# FIFO (which must not hang the supervisor), a directory.
+	printf '{"checkpoint": "/x"}' > "$T/real"
+	ck 5b-f 75 '' "checkpoint marker at $A/5b-f/checkpoint is a symbolic link" \
+		env "REAL=$T/real" env 'PUBLISH=ln -s "$REAL" "$SSHGPU_CHECKPOINT_READY"'
+	ck 5b-10 75 '' "checkpoint marker at $A/5b-10/checkpoint is not a regular file" \
+		env 'PUBLISH=mkfifo "$SSHGPU_CHECKPOINT_READY"'
+	ck 5b-11 75 '' "checkpoint marker at $A/5b-11/checkpoint is not a regular file" \
+		env 'PUBLISH=mkdir "$SSHGPU_CHECKPOINT_READY"'
+}
+
+@test "pause: exit 75 without a pause request is an ordinary failure, marker or not" {
+	launch attempt 5c-1 shell 'printf "{\"checkpoint\": \"/x\"}" > "$SSHGPU_CHECKPOINT_READY"; exit 75' resumable 1
+	[ "$status" -eq 0 ]
+	wait_final 5c-1
+	run cardbaton-worker status 5c-1
+	[ "$(field state <<< "$output")" = failed ]
+	[ "$(field reason <<< "$output")" = "exit status 75" ]
+	[ "$(field exit_code <<< "$output")" = 75 ]
+	! grep -q '^checkpoint ' <<< "$output"
+}
+
+@test "pause: a pause file or marker left in a taken-over attempt directory does not count" {
+	mkdir -p "$STATE/attempts/5d-1"
+	printf '{"checkpoint": "/stale"}' > "$STATE/attempts/5d-1/checkpoint"
+	: > "$STATE/attempts/5d-1/pause"
+	launch attempt 5d-1 shell '[ ! -e "$SSHGPU_PAUSE_FILE" ] || echo pause >> "$SEEN"
+		[ ! -e "$SSHGPU_CHECKPOINT_READY" ] || echo marker >> "$SEEN"
+		'"$CKJOB" env "SEEN=$T/seen" env CODE=75 resumable 1
+	[ "$status" -eq 0 ]
+	[ "$(field state <<< "$output")" = running ]
+	sleep 0.2
+	[ "$(st 5d-1 state)" = running ]
+	run cardbaton-worker pause 5d-1
+	[ "$status" -eq 0 ]
+	wait_final 5d-1
+	[ "$(st 5d-1 state)" = failed ]
+	[ "$(st 5d-1 reason)" = "exit status 75 but no checkpoint marker at $STATE/attempts/5d-1/checkpoint" ]
+	[ ! -e "$T/seen" ]
+}
+
+@test "pause: refused (1) for a non-resumable attempt, 66 for an unknown one, the record unchanged for a finished one" {
+	go_fifo
+	launch attempt 5e-1 shell 'read x < "$GO"' env "GO=$T/go"
+	[ "$status" -eq 0 ]
+	run cardbaton-worker pause 5e-1
+	[ "$status" -eq 1 ]
+	[ "$output" = "cardbaton-worker: attempt 5e-1 is not resumable" ]
+	[ ! -e "$STATE/attempts/5e-1/pause" ]
+	[ "$(st 5e-1 state)" = running ]
+	go
+	wait_final 5e-1
+	[ "$(st 5e-1 state)" = succeeded ]
+	run cardbaton-worker pause nope
+	[ "$status" -eq 66 ]
+	[ "$output" = "cardbaton-worker: unknown attempt nope" ]
+	run cardbaton-worker pause ../x
+	[ "$status" -eq 66 ]
+	launch attempt 5e-2 arg true resumable 1
+	wait_final 5e-2
+	before=$(cat "$STATE/attempts/5e-2.state")
+	run cardbaton-worker pause 5e-2
+	[ "$status" -eq 0 ]
+	[ "$output" = "$before" ]
+	[ "$(cat "$STATE/attempts/5e-2.state")" = "$before" ]
+	[ ! -e "$STATE/attempts/5e-2/pause" ]
+	run cardbaton-worker pause
+	[ "$status" -eq 64 ]
+	[[ $output == "cardbaton-worker: usage: "* ]]
+	run cardbaton-worker pause a b
+	[ "$status" -eq 64 ]
+}
+
+@test "pause: cancel while pausing wins; a supervisor that vanishes while pausing leaves a lost attempt" {
+	launch attempt 5f-1 shell 'sleep 300 & echo $! > "$BG"; sleep 300' env "BG=$T/bg" resumable 1 gpu 3
+	[ "$status" -eq 0 ]
+	pid=$(field pid <<< "$output")
+	wait_for 10 'test -s "$T/bg"'
+	run cardbaton-worker pause 5f-1
+	[ "$status" -eq 0 ]
+	wait_for 5 '[ "$(st 5f-1 state)" = pausing ]'
+	SECONDS=0
+	run cardbaton-worker cancel 5f-1
+	[ "$status" -eq 0 ]
+	[ "$SECONDS" -le 2 ]
+	[ "$(field state <<< "$output")" = cancelled ]
+	[ "$(field reason <<< "$output")" = cancelled ]
+	! kill -0 "$pid" 2>/dev/null
+	! kill -0 "$(cat "$T/bg")" 2>/dev/null
+	wait_for 10 'lease_free "$U3"'
+
+	launch attempt 5f-2 arg sleep arg 300 resumable 1
+	pid=$(field pid <<< "$output")
+	sup=$(sup_of "$pid")
+	run cardbaton-worker pause 5f-2
+	wait_for 5 '[ "$(st 5f-2 state)" = pausing ]'
+	kill -KILL "$sup"
+	kill -KILL -- "-$pid"
+	wait_for 5 'lock_free 5f-2'
+	run cardbaton-worker status 5f-2
+	[ "$(field state <<< "$output")" = lost ]
+	[ "$(field reason <<< "$output")" = "worker vanished without a final status" ]
+}
+
+@test "time limit, resumable: asked to pause at the limit; a checkpoint within the grace is paused with timeout 1" {
+	start_watch
+	go_fifo
+	t0=$(now_ms)
+	launch attempt 6a-1 shell "$CKJOB" env "GO=$T/go" env 'MARK={"checkpoint": "/ck/limit"}' env CODE=75 \
+		resumable 1 timeout 1 grace 5 gpu 1
+	[ "$status" -eq 0 ]
+	[ "$(field state <<< "$output")" = running ]
+	wait_for 5 'grep -qx "state pausing" "$T/watch.out"'
+	[ $(( $(now_ms) - t0 )) -ge 1000 ]
+	rec=$(record_with 'state pausing' < "$T/watch.out")
+	[ "$(field reason <<< "$rec")" = "time limit reached: pause requested" ]
+	[ "$(field timeout <<< "$rec")" = 1 ]
+	[ -f "$STATE/attempts/6a-1/pause" ]
+	go
+	wait_final 6a-1
+	run cardbaton-worker status 6a-1
+	[ "$(field state <<< "$output")" = paused ]
+	[ "$(field exit_code <<< "$output")" = 75 ]
+	[ "$(field checkpoint <<< "$output")" = /ck/limit ]
+	[ "$(field reason <<< "$output")" = "time limit reached: checkpoint saved" ]
+	[ "$(field timeout <<< "$output")" = 1 ]
+	lease_free "$U1"
+	stop_watch
+}
+
+@test "time limit, resumable: a job that ignores the request is stopped when the grace runs out: failed, timeout, all its processes gone" {
+	t0=$(now_ms)
+	launch attempt 6b-1 shell 'sleep 300 & echo $! > "$BG"; sleep 300' env "BG=$T/bg" resumable 1 timeout 1 grace 1 gpu 2
+	[ "$status" -eq 0 ]
+	pid=$(field pid <<< "$output")
+	wait_for 10 'test -s "$T/bg"'
+	wait_for 5 '[ "$(field state < "$STATE/attempts/6b-1.state")" = pausing ]'
+	[ "$(field reason < "$STATE/attempts/6b-1.state")" = "time limit reached: pause requested" ]
+	wait_final 6b-1 6
+	el=$(( $(now_ms) - t0 ))
+	[ "$el" -ge 2000 ]
+	[ "$el" -le 4000 ]
+	run cardbaton-worker status 6b-1
+	[ "$(field state <<< "$output")" = failed ]
+	[ "$(field reason <<< "$output")" = timeout ]
+	[ "$(field signal <<< "$output")" = 15 ]
+	[ "$(field timeout <<< "$output")" = 1 ]
+	! grep -q '^checkpoint ' <<< "$output"
+	! kill -0 "$pid" 2>/dev/null
+	! kill -0 "$(cat "$T/bg")" 2>/dev/null
+	lease_free "$U2"
+	# A user's pause that is ignored is bounded the same way by the
+	# limit and the grace.
+	launch attempt 6b-2 arg sleep arg 300 resumable 1 timeout 1 grace 1
+	run cardbaton-worker pause 6b-2
+	[ "$status" -eq 0 ]
+	wait_final 6b-2 6
+	[ "$(st 6b-2 state)" = failed ]
+	[ "$(st 6b-2 reason)" = timeout ]
+}
+
+@test "the time limit is kept by the supervisor alone: no controller and no worker command after the launch" {
+	spec attempt 6c-1 shell "$CKJOB" env 'MARK={"checkpoint": "/ck/alone"}' env CODE=75 resumable 1 timeout 1 grace 5 > "$T/s1"
+	spec attempt 6c-2 arg sleep arg 300 resumable 1 timeout 1 grace 1 > "$T/s2"
+	spec attempt 6c-3 arg sleep arg 300 timeout 1 > "$T/s3"
+	# Launched as ssh would, the launchers gone at once; from now on
+	# only the state files are read.
+	for i in 1 2 3; do
+		setsid cardbaton-worker launch < "$T/s$i" > /dev/null 2>&1
+	done
+	wait_for 5 '[ "$(field state < "$STATE/attempts/6c-1.state")" = paused ]'
+	[ "$(field checkpoint < "$STATE/attempts/6c-1.state")" = /ck/alone ]
+	[ "$(field timeout < "$STATE/attempts/6c-1.state")" = 1 ]
+	wait_for 6 '[ "$(field state < "$STATE/attempts/6c-2.state")" = failed ]'
+	[ "$(field reason < "$STATE/attempts/6c-2.state")" = timeout ]
+	wait_for 5 '[ "$(field state < "$STATE/attempts/6c-3.state")" = failed ]'
+	[ "$(field reason < "$STATE/attempts/6c-3.state")" = timeout ]
+	[ ! -e "$STATE/attempts/6c-3/pause" ]
+}
+
+@test "the contract's variables: absolute paths with a relative state directory; the checkpoint ones only on a resumed attempt" {
+	mkdir -p "$T/w"
+	cd "$T/w"
+	spec attempt 6d-1 resumable 1 env "OUT=$T/vars" env SSHGPU_CHECKPOINT=/injected env CARDBATON_CHECKPOINT=/injected \
+		shell 'printf "%s\n" "$SSHGPU_PAUSE_FILE" "$CARDBATON_PAUSE_FILE" "$SSHGPU_CHECKPOINT_READY" "$CARDBATON_CHECKPOINT_READY" "${SSHGPU_CHECKPOINT-unset}" "${CARDBATON_CHECKPOINT-unset}" > "$OUT"' \
+		> "$T/spec.in"
+	run cardbaton-worker -d rel/state launch < "$T/spec.in"
+	[ "$status" -eq 0 ]
+	wait_for 5 'test -s "$T/vars"'
+	a=$(pwd -P)/rel/state/attempts/6d-1
+	[ "$(cat "$T/vars")" = "$(printf '%s\n' "$a/pause" "$a/pause" "$a/checkpoint" "$a/checkpoint" unset unset)" ]
+	# Resumed: SSHGPU_CHECKPOINT and CARDBATON_CHECKPOINT are the spec's
+	# checkpoint, whatever the environment says.
+	spec attempt 6d-2 resumable 1 checkpoint '/saved/step 9' env SSHGPU_CHECKPOINT=/injected env "OUT=$T/ck" \
+		shell 'printf "%s|%s\n" "$SSHGPU_CHECKPOINT" "$CARDBATON_CHECKPOINT" > "$OUT"' > "$T/spec.in"
+	SSHGPU_CHECKPOINT=/inherited CARDBATON_CHECKPOINT=/inherited run cardbaton-worker -d rel/state launch < "$T/spec.in"
+	[ "$status" -eq 0 ]
+	wait_for 5 'test -s "$T/ck"'
+	[ "$(cat "$T/ck")" = "/saved/step 9|/saved/step 9" ]
+	[ "$(cardbaton-worker -d rel/state status 6d-2 | field checkpoint)" = "/saved/step 9" ]
 }
 
 # ---- watch --------------------------------------------------------------------
