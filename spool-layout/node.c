@@ -478,7 +478,10 @@ static char *slurp(const char *path, size_t *len)
 
 	if (!dir)
 		return NULL;
-	slash = strrchr(dir, '/');
+	if (!(slash = strrchr(dir, '/'))) {    /* ship_file gives absolute paths */
+		free(dir);
+		return NULL;
+	}
 	*slash = '\0';
 	if ((fd = open(*dir ? dir : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
 		if (read_capped(fd, slash + 1, 64u << 20, &buf, len) < 0)
