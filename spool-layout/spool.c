@@ -184,7 +184,9 @@ int spool_lock_daemon(struct spool *sp, struct cb_err *err)
 	return fd;
 }
 
-int spool_next_seq(struct spool *sp, long long *seq, struct cb_err *err)
+/* Under seq.lock: FLOOR 0 hands out the next number; FLOOR > 0 makes
+ * the counter at least FLOOR (a name that carried its own number). */
+static int seq_update(struct spool *sp, long long floor, long long *seq, struct cb_err *err)
 {
 	int lk = openat(sp->fd, "seq.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	char *buf = NULL, *out = NULL;
@@ -210,22 +212,34 @@ int spool_next_seq(struct spool *sp, long long *seq, struct cb_err *err)
 		cb_err_sys(err, EX_OSERR_, "%s/seq", sp->path);
 		goto out;
 	}
-	if (v >= SEQ_MAX) {
+	if (!floor && v >= SEQ_MAX) {
 		cb_err_set(err, EX_CONFIG_, "%s/seq: all %lld job IDs are used", sp->path, SEQ_MAX);
 		goto out;
 	}
-	if (!(out = xasprintf("%lld\n", v + 1)) ||
-	    atomic_write(sp->dir[SD_TMP], sp->fd, "seq", out, strlen(out), 0600) < 0) {
+	*seq = floor ? floor : v + 1;
+	if (*seq > v && (!(out = xasprintf("%lld\n", *seq)) ||
+			 atomic_write(sp->dir[SD_TMP], sp->fd, "seq", out, strlen(out), 0600) < 0)) {
 		cb_err_sys(err, write_ex(), "%s/seq", sp->path);
 		goto out;
 	}
-	*seq = v + 1;
 	r = 0;
 out:
 	free(buf);
 	free(out);
 	close(lk);     /* releases the flock */
 	return r;
+}
+
+int spool_next_seq(struct spool *sp, long long *seq, struct cb_err *err)
+{
+	return seq_update(sp, 0, seq, err);
+}
+
+int spool_seq_reserve(struct spool *sp, long long seq, struct cb_err *err)
+{
+	long long got;
+
+	return seq_update(sp, seq, &got, err);
 }
 
 int spool_submit(struct spool *sp, const struct job_def *jd, long long *id,

@@ -366,6 +366,9 @@ int spool_lock_daemon(struct spool *sp, struct cb_err *err);
 
 /* Next sequence number (file "seq", under flock of "seq.lock"). */
 int spool_next_seq(struct spool *sp, long long *seq, struct cb_err *err);
+/* Make the counter at least SEQ (a job file in new/ named with its own
+ * number, e.g. written by hand): later numbers never collide with it. */
+int spool_seq_reserve(struct spool *sp, long long seq, struct cb_err *err);
 
 /* Submit: next seq, write the job as JSON into tmp/, rename into
  * new/<name_queued(prio, seq)>.  *id = seq.  Full disk or read-only

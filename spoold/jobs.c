@@ -75,6 +75,11 @@ int accept_new(struct daemon *d, const char *name)
 		return 0;       /* already taken (an event for a file we moved) */
 	if (cls == 1 && job_exists(d, seq))
 		cls = 0;        /* a forged or copied name: give it a fresh ID */
+	if (cls == 1 && spool_seq_reserve(&d->sp, seq, &err) < 0) {
+		logmsg("%s", err.msg);
+		cb_err_free(&err);
+		return -1;
+	}
 	for (;;) {
 		if (cls == 0 && spool_next_seq(&d->sp, &seq, &err) < 0) {
 			logmsg("%s", err.msg);

@@ -292,3 +292,18 @@ final() {
 	wait_for 20 '[ "$(ls "$T/spool/done" | wc -l)" -eq 40 ]'
 	grep -q overflow "$T/daemon.log"
 }
+
+@test "a job file named with a future job ID keeps it, and later IDs do not collide" {
+	start_daemon
+	printf 'command: [true]\ngpu_count: 0\n' > "$T/a"
+	mv "$T/a" "$T/spool/new/$(printf '%09d-%010d.job' 100000000 500)"
+	wait_for 10 '[ "$(state 500)" = succeeded ]'
+	id=$(sub --gpu-count 0 -- true)
+	[ "$id" -gt 500 ]
+	wait_for 10 final "$id"
+	# A second file with the same number is a copy: it gets a fresh ID.
+	printf 'command: [true]\ngpu_count: 0\n' > "$T/a"
+	mv "$T/a" "$T/spool/new/$(printf '%09d-%010d.job' 100000000 500)"
+	wait_for 10 '[ "$(ls "$T/spool/done" | wc -l)" -eq 3 ]'
+	[ "$(state 500)" = succeeded ]
+}
