@@ -126,6 +126,9 @@ bench: all
 MAN1 = $(wildcard man/*.1)
 MAN5 = $(wildcard man/*.5)
 MAN8 = $(wildcard man/*.8)
+COMPDIR  = $(PREFIX)/share/bash-completion/completions
+DOCDIR   = $(PREFIX)/share/doc/cardbaton
+EXAMPLES = $(wildcard examples/*)
 
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXEC) \
@@ -139,6 +142,10 @@ install: all
 	$(if $(MAN1),install -m 644 $(MAN1) $(DESTDIR)$(MANDIR)/man1)
 	$(if $(MAN5),install -m 644 $(MAN5) $(DESTDIR)$(MANDIR)/man5)
 	$(if $(MAN8),install -m 644 $(MAN8) $(DESTDIR)$(MANDIR)/man8)
+	install -d $(DESTDIR)$(COMPDIR) $(DESTDIR)$(DOCDIR)/examples
+	install -m 644 completion/cardbaton.bash $(DESTDIR)$(COMPDIR)/cardbaton
+	ln -sf cardbaton $(DESTDIR)$(COMPDIR)/sshgpu
+	install -m 644 $(EXAMPLES) $(DESTDIR)$(DOCDIR)/examples
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/cardbaton $(DESTDIR)$(BINDIR)/sshgpu \
@@ -146,8 +153,9 @@ uninstall:
 		$(DESTDIR)$(BINDIR)/cardbaton-spoold $(DESTDIR)$(BINDIR)/cardbaton-run \
 		$(DESTDIR)$(BINDIR)/cardbaton-worker \
 		$(MAN1:man/%=$(DESTDIR)$(MANDIR)/man1/%) $(MAN5:man/%=$(DESTDIR)$(MANDIR)/man5/%) \
-		$(MAN8:man/%=$(DESTDIR)$(MANDIR)/man8/%)
-	rm -rf $(DESTDIR)$(LIBEXEC)
+		$(MAN8:man/%=$(DESTDIR)$(MANDIR)/man8/%) \
+		$(DESTDIR)$(COMPDIR)/cardbaton $(DESTDIR)$(COMPDIR)/sshgpu
+	rm -rf $(DESTDIR)$(LIBEXEC) $(DESTDIR)$(DOCDIR)
 
 clean:
 	rm -rf build build-san

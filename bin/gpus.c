@@ -269,12 +269,72 @@ static void print_json(const struct ask *asks, size_t n, const struct spool *sp,
 	cJSON_Delete(root);
 }
 
+/* Colour only on a terminal, and never when NO_COLOR is set and not
+ * empty (https://no-color.org). */
+static int use_colour(void)
+{
+	const char *nc = getenv("NO_COLOR");
+
+	return isatty(STDOUT_FILENO) && !(nc && *nc);
+}
+
+#define SGR_RED "\033[31m"
+#define SGR_GREEN "\033[32m"
+#define SGR_YELLOW "\033[33m"
+#define SGR_RESET "\033[0m"
+
+/* A bar of BAR_CELLS '#' and '.' for V of TOTAL (plain ASCII): any use at
+ * all shows one '#', so only an unused card has an empty bar. */
+#define BAR_CELLS 8
+static void bar(char *out, long long v, long long total)
+{
+	long long k;
+
+	if (v < 0 || total <= 0) {
+		memset(out, '?', BAR_CELLS);
+	} else {
+		if (v > total)
+			v = total;
+		k = (v * BAR_CELLS + total - 1) / total;
+		memset(out, '#', (size_t)k);
+		memset(out + k, '.', (size_t)(BAR_CELLS - k));
+	}
+	out[BAR_CELLS] = 0;
+}
+
+/* Copy the table in TEXT to stdout, the STATE word that ends a row in
+ * colour: idle green, busy yellow. */
+static void print_coloured(const char *text, size_t len)
+{
+	const char *p = text, *end = text + len;
+
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		const char *colour = NULL;
+		size_t w = 0;
+
+		if (n >= 6 && !memcmp(p + n - 6, "  idle", 6))
+			colour = SGR_GREEN, w = 4;
+		else if (n >= 6 && !memcmp(p + n - 6, "  busy", 6))
+			colour = SGR_YELLOW, w = 4;
+		if (colour)
+			printf("%.*s%s%.*s%s", (int)(n - w), p, colour, (int)w, p + n - w, SGR_RESET);
+		else
+			fwrite(p, 1, n, stdout);
+		if (nl)
+			putchar('\n');
+		p += n + (nl ? 1 : 0);
+	}
+}
+
 static void print_human(const struct ask *asks, size_t n, const struct spool *sp, int have_spool)
 {
 	static const char *const head[] = {
-		"IDX", "UUID", "NAME", "MEMORY", "UTIL", "PROCS", "LEASE", "STATE",
+		"IDX", "UUID", "NAME", "MEM USE  GPU USE", "MEMORY", "UTIL", "PROCS", "LEASE", "STATE",
 	};
 	int width = term_width();
+	int colour = use_colour();
 
 	for (size_t i = 0; i < n; i++) {
 		const struct ask *a = &asks[i];
@@ -284,7 +344,8 @@ static void print_human(const struct ask *asks, size_t n, const struct spool *sp
 		if (i)
 			putchar('\n');
 		if (a->error) {
-			printf("%s: unreachable: %s\n", a->nc->name, bare_error(a));
+			printf("%s: %sunreachable%s: %s\n", a->nc->name, colour ? SGR_RED : "",
+			       colour ? SGR_RESET : "", bare_error(a));
 			continue;
 		}
 		for (size_t k = 0; k < a->n; k++)
@@ -293,30 +354,47 @@ static void print_human(const struct ask *asks, size_t n, const struct spool *sp
 		if (!a->n)
 			continue;
 		/* IDX, MEMORY, UTIL, PROCS right-aligned. */
-		table_init(&t, 8, 1u << 0 | 1u << 3 | 1u << 4 | 1u << 5);
+		table_init(&t, 9, 1u << 0 | 1u << 4 | 1u << 5 | 1u << 6);
 		table_row(&t, head);
 		for (size_t k = 0; k < a->n; k++) {
 			const struct gpu_info *g = &a->g[k];
-			char *cells[8];
+			char *cells[9], mbar[BAR_CELLS + 1], ubar[BAR_CELLS + 1];
 
+			bar(mbar, g->mem_used, g->mem_total);
+			bar(ubar, g->util, 100);
 			cells[0] = must_asprintf("%d", g->index);
 			cells[1] = printable(g->uuid);
 			cells[2] = printable(g->name);
-			cells[3] = g->mem_used < 0 || g->mem_total < 0 ? strdup("? MiB") :
+			cells[3] = must_asprintf("%s %s", mbar, ubar);
+			cells[4] = g->mem_used < 0 || g->mem_total < 0 ? strdup("? MiB") :
 				   must_asprintf("%lld/%lld MiB", g->mem_used, g->mem_total);
-			cells[4] = g->util < 0 ? strdup("?") : must_asprintf("%lld%%", g->util);
-			cells[5] = must_asprintf("%lld", g->procs);
-			cells[6] = g->lease ? lease_text(sp, have_spool, g->lease) : strdup("-");
-			cells[7] = strdup(!gpu_eligible(a->nc, g->index) ? "excluded" :
+			cells[5] = g->util < 0 ? strdup("?") : must_asprintf("%lld%%", g->util);
+			cells[6] = must_asprintf("%lld", g->procs);
+			cells[7] = g->lease ? lease_text(sp, have_spool, g->lease) : strdup("-");
+			cells[8] = strdup(!gpu_eligible(a->nc, g->index) ? "excluded" :
 					  gpu_idle(g, a->nc->idle_mib) ? "idle" : "busy");
-			for (int m = 0; m < 8; m++)
+			for (int m = 0; m < 9; m++)
 				if (!cells[m])
 					die(EX_OSERR_, "%s", strerror(ENOMEM));
 			table_row(&t, (const char *const *)cells);
-			for (int m = 0; m < 8; m++)
+			for (int m = 0; m < 9; m++)
 				free(cells[m]);
 		}
-		table_print(&t, stdout, width);
+		if (colour) {
+			char *text = NULL;
+			size_t len = 0;
+			FILE *mem = open_memstream(&text, &len);
+
+			if (!mem)
+				die(EX_OSERR_, "%s", strerror(errno));
+			table_print(&t, mem, width);
+			if (fclose(mem) != 0)
+				die(EX_OSERR_, "%s", strerror(errno));
+			print_coloured(text, len);
+			free(text);
+		} else {
+			table_print(&t, stdout, width);
+		}
 		table_free(&t);
 	}
 }

@@ -547,6 +547,65 @@ static void print_nodes(void)
 	}
 }
 
+/* Colour only on a terminal, and never when NO_COLOR is set and not
+ * empty (https://no-color.org). */
+static int use_colour(void)
+{
+	const char *nc = getenv("NO_COLOR");
+
+	return isatty(STDOUT_FILENO) && !(nc && *nc);
+}
+
+/* The colour of a state word, or NULL for the terminal's default. */
+static const char *state_colour(const char *w, size_t n)
+{
+	static const struct { const char *state, *sgr; } map[] = {
+		{ "running", "\033[32m" }, { "succeeded", "\033[32m" },
+		{ "failed", "\033[31m" }, { "lost", "\033[31m" },
+		{ "pausing", "\033[36m" }, { "paused", "\033[36m" },
+	};
+
+	for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+		if (strlen(map[i].state) == n && !memcmp(map[i].state, w, n))
+			return map[i].sgr;
+	return NULL;
+}
+
+/* Copy the table in TEXT to stdout with each row's STATE (the word after
+ * the ID) in colour; the header row is left as it is. */
+static void print_coloured(const char *text, size_t len)
+{
+	const char *p = text, *end = text + len;
+	int first = 1;
+
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		size_t a = 0, b;
+		const char *sgr = NULL;
+
+		while (a < n && p[a] == ' ')
+			a++;
+		while (a < n && p[a] >= '0' && p[a] <= '9')
+			a++;
+		while (a < n && p[a] == ' ')
+			a++;
+		for (b = a; b < n && p[b] != ' '; b++)
+			;
+		if (!first)
+			sgr = state_colour(p + a, b - a);
+		if (sgr)
+			printf("%.*s%s%.*s\033[0m%.*s", (int)a, p, sgr, (int)(b - a), p + a,
+			       (int)(n - b), p + b);
+		else
+			fwrite(p, 1, n, stdout);
+		if (nl)
+			putchar('\n');
+		p += n + (nl ? 1 : 0);
+		first = 0;
+	}
+}
+
 static void print_table(void)
 {
 	struct table t;
@@ -575,7 +634,21 @@ static void print_table(void)
 		if (!named)
 			free(rows[i - 1].cell[C_NAME]);
 	}
-	table_print(&t, stdout, term_width());
+	if (use_colour()) {
+		char *text = NULL;
+		size_t len = 0;
+		FILE *mem = open_memstream(&text, &len);
+
+		if (!mem)
+			die(EX_OSERR_, "%s", strerror(errno));
+		table_print(&t, mem, term_width());
+		if (fclose(mem) != 0)
+			die(EX_OSERR_, "%s", strerror(errno));
+		print_coloured(text, len);
+		free(text);
+	} else {
+		table_print(&t, stdout, term_width());
+	}
 	table_free(&t);
 }
 
