@@ -113,9 +113,10 @@ complete_line() {
 	[ "$output" = gamma ]
 
 	# Job IDs from the spool's names (new/ included: no daemon runs).
+	# Pinned to a card no node has, so that they stay queued.
 	local a b
-	a=$(cardbaton-submit --config "$T/config.yaml" -- true)
-	b=$(cardbaton-submit --config "$T/config.yaml" --priority 5 -- true)
+	a=$(cardbaton-submit --config "$T/config.yaml" --gpus 7 -- true)
+	b=$(cardbaton-submit --config "$T/config.yaml" --gpus 7 --priority 5 -- true)
 	run complete_line cardbaton cancel ''
 	[ "$output" = "$(printf '%s\n' "$a" "$b" | sort)" ]
 	run complete_line cardbaton promote "$b"
