@@ -206,39 +206,6 @@ static int row_cmp(const void *pa, const void *pb)
 
 /* ---- reading the spool ---------------------------------------------------- */
 
-/* A submission not yet accepted, shown as a queued job (as spool_find
- * shows it).  0, or -1 with errno (ENOENT: it was accepted meanwhile). */
-static int load_pending(struct spool *sp, enum spool_dir d, const char *name,
-			long long id, struct job *j)
-{
-	struct cb_err e = { 0 };
-	long long prio, seq;
-	struct stat st;
-	char *buf;
-	size_t len;
-
-	memset(j, 0, sizeof *j);
-	if (read_capped(sp->dir[d], name, JOBFILE_MAX, &buf, &len) < 0) {
-		if (errno == ENOENT)
-			return -1;
-		buf = NULL;     /* unreadable: the daemon will reject it */
-	}
-	if (fstatat(sp->dir[d], name, &st, AT_SYMLINK_NOFOLLOW) == 0)
-		j->submitted = j->queued_at =
-			(long long)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
-	if (buf && jobdef_parse(buf, len, name, &j->def, &e) < 0)
-		memset(&j->def, 0, sizeof j->def);
-	cb_err_free(&e);
-	free(buf);
-	j->id = id;
-	j->state = JS_QUEUED;
-	j->priority = j->def.priority;
-	if (name_parse_queued(name, &prio, &seq) == 0)
-		j->priority = prio;
-	j->reason = xstr(strdup("waiting for the daemon to accept it"));
-	return 0;
-}
-
 static int shown(enum job_state s)
 {
 	return show_all || !job_state_final(s);
@@ -271,12 +238,9 @@ static int load_ent(struct spool *sp, const struct ent *e, struct job *j)
 {
 	struct cb_err err = { 0 };
 
-	if (e->dir == SD_NEW || e->dir == SD_INCOMING) {
-		if (load_pending(sp, e->dir, e->name, e->id, j) == 0)
-			return 1;
-		return 0;
-	}
-	if (spool_load(sp, e->dir, e->name, j, &err) == 0)
+	if (e->dir == SD_NEW || e->dir == SD_INCOMING ?
+	    spool_load_pending(sp, e->dir, e->name, e->id, j, &err) == 0 :
+	    spool_load(sp, e->dir, e->name, j, &err) == 0)
 		return 1;
 	if (err.ex == EX_NOINPUT_) {
 		cb_err_free(&err);

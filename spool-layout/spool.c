@@ -353,22 +353,27 @@ int spool_load(struct spool *sp, enum spool_dir d, const char *name,
 	return 0;
 }
 
-/* A submission not yet accepted, shown as a queued job. */
-static int load_pending(struct spool *sp, enum spool_dir d, const char *name,
-			long long id, struct job *j, struct cb_err *err)
+int spool_load_pending(struct spool *sp, enum spool_dir d, const char *name,
+		       long long id, struct job *j, struct cb_err *err)
 {
-	char *buf;
+	char *buf = NULL;
 	size_t len;
 	long long prio, seq;
 	struct stat st;
 
 	memset(j, 0, sizeof *j);
+	if (read_capped(sp->dir[d], name, JOBFILE_MAX, &buf, &len) < 0) {
+		if (errno == ENOENT)
+			return cb_err_sys(err, EX_NOINPUT_, "%s/%s/%s", sp->path,
+					  spool_dir_name[d], name);
+		buf = NULL;     /* unreadable: the daemon will reject it */
+	}
 	j->id = id;
 	j->state = JS_QUEUED;
 	if (fstatat(sp->dir[d], name, &st, AT_SYMLINK_NOFOLLOW) == 0)
 		j->submitted = j->queued_at = (long long)st.st_mtim.tv_sec * 1000 +
 					      st.st_mtim.tv_nsec / 1000000;
-	if (read_capped(sp->dir[d], name, JOBFILE_MAX, &buf, &len) == 0) {
+	if (buf) {
 		struct cb_err e = { 0 };
 
 		if (jobdef_parse(buf, len, name, &j->def, &e) < 0)
@@ -442,11 +447,15 @@ int spool_find(struct spool *sp, long long id, struct job *j,
 		goto done;
 	/* Not accepted yet: incoming/, or new/ under the submit grammar. */
 	if (faccessat(sp->dir[SD_INCOMING], pn, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
-		if (load_pending(sp, SD_INCOMING, pn, id, j, err) < 0)
+		if (spool_load_pending(sp, SD_INCOMING, pn, id, j, err) == 0) {
+			*d = SD_INCOMING;
+			*name = pn;
+			return 1;
+		}
+		if (err->ex != EX_NOINPUT_)     /* gone meanwhile: look on */
 			goto fail;
-		*d = SD_INCOMING;
-		*name = pn;
-		return 1;
+		cb_err_free(err);
+		job_free(j);
 	}
 	if (spool_list(sp, SD_NEW, &names, &n) < 0)
 		goto sysfail;
@@ -455,8 +464,13 @@ int spool_find(struct spool *sp, long long id, struct job *j,
 
 		if (name_classify_new(names[i], &prio, &seq) != 1 || seq != id)
 			continue;
-		if (load_pending(sp, SD_NEW, names[i], id, j, err) < 0)
-			goto fail;
+		if (spool_load_pending(sp, SD_NEW, names[i], id, j, err) < 0) {
+			if (err->ex != EX_NOINPUT_)
+				goto fail;
+			cb_err_free(err);
+			job_free(j);
+			continue;       /* taken by the daemon meanwhile */
+		}
 		*d = SD_NEW;
 		*name = strdup(names[i]);
 		found = 1;

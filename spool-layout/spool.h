@@ -385,6 +385,13 @@ void spool_list_free(char **names, size_t n);
 int spool_load(struct spool *sp, enum spool_dir d, const char *name,
 	       struct job *j, struct cb_err *err);
 
+/* A submission in D (SD_NEW or SD_INCOMING) named NAME with ID, not yet
+ * accepted, as a queued job with reason "waiting for the daemon to
+ * accept it" (its definition left empty when the file does not parse).
+ * -1 with EX_NOINPUT_ when the file is gone (the daemon took it). */
+int spool_load_pending(struct spool *sp, enum spool_dir d, const char *name,
+		       long long id, struct job *j, struct cb_err *err);
+
 /*
  * Find job ID wherever it is.  1 found (J loaded, *d and *name set,
  * name malloc'd), 0 not found, -1 error.  A job still in new/ or
