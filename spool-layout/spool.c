@@ -40,12 +40,17 @@ enum spool_dir job_state_dir(enum job_state s)
 	}
 }
 
-/* A temp-write failure is worth retrying (full disk, read-only,
- * quota) unless it says something is wrong with the spool itself. */
+/* A write failure is worth retrying (full disk, read-only, quota)
+ * unless it says something is wrong with the spool itself. */
+int spool_errno_ex(int e)
+{
+	return e == ENOSPC || e == EROFS || e == EDQUOT || e == EIO ||
+	       e == ENOMEM ? EX_TEMPFAIL_ : EX_OSERR_;
+}
+
 static int write_ex(void)
 {
-	return errno == ENOSPC || errno == EROFS || errno == EDQUOT || errno == EIO ||
-	       errno == ENOMEM ? EX_TEMPFAIL_ : EX_OSERR_;
+	return spool_errno_ex(errno);
 }
 
 static int mkdir_p(const char *path)
@@ -60,7 +65,8 @@ static int mkdir_p(const char *path)
 			char c = *s;
 
 			*s = '\0';
-			if (mkdir(p, 0700) < 0 && errno != EEXIST) {
+			/* Made here: exactly 0700, whatever the umask. */
+			if (mkdir(p, 0700) == 0 ? chmod(p, 0700) < 0 : errno != EEXIST) {
 				r = -1;
 				break;
 			}
@@ -103,9 +109,12 @@ static int make_id(struct spool *sp, struct cb_err *err)
 	buf = xasprintf("%s\n", sp->id);
 	if (!buf)
 		return cb_err_sys(err, EX_OSERR_, "%s", sp->path);
-	/* Two tools creating the spool at once: link semantics keep the first. */
-	if (atomic_write(sp->fd, sp->fd, "id.new", buf, strlen(buf), 0600) < 0 ||
-	    (move_noreplace(sp->fd, "id.new", sp->fd, "id") < 0 && errno != EEXIST)) {
+	/* Two tools creating the spool at once: link semantics keep the first.
+	 * ENOENT: another creator's rename replaced our id.new and moved it
+	 * to id (or found id there and removed it): id exists either way. */
+	if (atomic_write(sp->fd, sp->fd, "id.new", buf, strlen(buf), sp->fmode) < 0 ||
+	    (move_noreplace(sp->fd, "id.new", sp->fd, "id") < 0 && errno != EEXIST &&
+	     errno != ENOENT)) {
 		free(buf);
 		return cb_err_sys(err, write_ex(), "%s/id", sp->path);
 	}
@@ -114,8 +123,25 @@ static int make_id(struct spool *sp, struct cb_err *err)
 	return make_id(sp, err);
 }
 
+/* Create the directory NAME in the spool with exactly sp->dmode (the
+ * umask may have taken bits away); one that exists is left alone. */
+static int make_subdir(struct spool *sp, const char *name)
+{
+	int fd, r;
+
+	if (mkdirat(sp->fd, name, sp->dmode & 0777) < 0)
+		return errno == EEXIST ? 0 : -1;
+	if ((fd = openat(sp->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return -1;
+	r = fchmod(fd, sp->dmode);
+	close(fd);
+	return r;
+}
+
 int spool_open(struct spool *sp, const char *path, int create, struct cb_err *err)
 {
+	struct stat st;
+
 	memset(sp, 0, sizeof *sp);
 	sp->fd = -1;
 	for (int i = 0; i < SD_N; i++)
@@ -132,13 +158,32 @@ int spool_open(struct spool *sp, const char *path, int create, struct cb_err *er
 			cb_err_sys(err, EX_CONFIG_, "%s", path);
 		goto fail;
 	}
+	if (fstat(sp->fd, &st) < 0) {
+		cb_err_sys(err, EX_OSERR_, "%s", path);
+		goto fail;
+	}
+	/* Private unless SPOOL is set-group-ID: then shared with its group
+	 * as far as its group bits say (LAYOUT.md §1). */
+	sp->fmode = 0600;
+	sp->dmode = 0700;
+	if (st.st_mode & S_ISGID) {
+		sp->fmode |= st.st_mode & (S_IRGRP | S_IWGRP);
+		sp->dmode |= S_ISGID | (st.st_mode & S_IRWXG);
+	}
 	for (int i = 0; i < SD_N; i++) {
-		if (create && mkdirat(sp->fd, spool_dir_name[i], 0700) < 0 && errno != EEXIST)
+		struct stat ls;
+
+		if (create && make_subdir(sp, spool_dir_name[i]) < 0)
 			goto sys;
 		sp->dir[i] = openat(sp->fd, spool_dir_name[i],
 				    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (sp->dir[i] < 0) {
-			cb_err_sys(err, EX_CONFIG_, "%s/%s", path, spool_dir_name[i]);
+			if (fstatat(sp->fd, spool_dir_name[i], &ls, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    S_ISLNK(ls.st_mode))
+				cb_err_set(err, EX_CONFIG_, "%s/%s: is a symbolic link (not followed)",
+					   path, spool_dir_name[i]);
+			else
+				cb_err_sys(err, EX_CONFIG_, "%s/%s", path, spool_dir_name[i]);
 			goto fail;
 		}
 	}
@@ -166,13 +211,39 @@ void spool_close(struct spool *sp)
 		sp->dir[i] = -1;
 }
 
+/*
+ * A lock file of the spool root (lock, seq.lock), opened read-only:
+ * flock needs no more, a read-only spool can then be remounted and
+ * locked, and in a shared spool any member may lock a file another
+ * made.  Created with exactly sp->fmode; never through a symlink.
+ */
+static int open_lockfile(struct spool *sp, const char *name)
+{
+	int fd = openat(sp->fd, name, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			sp->fmode);
+
+	if (fd >= 0) {
+		if (fchmod(fd, sp->fmode) < 0) {
+			int saved = errno;
+
+			close(fd);
+			errno = saved;
+			return -1;
+		}
+		return fd;
+	}
+	if (errno != EEXIST)
+		return -1;
+	return openat(sp->fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+}
+
 int spool_lock_daemon(struct spool *sp, struct cb_err *err)
 {
-	int fd = openat(sp->fd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	int fd = open_lockfile(sp, "lock");
 	int r;
 
-	if (fd < 0)
-		return cb_err_sys(err, EX_OSERR_, "%s/lock", sp->path);
+	if (fd < 0)     /* a read-only spool: EX_TEMPFAIL_ */
+		return cb_err_sys(err, write_ex(), "%s/lock", sp->path);
 	if ((r = lock_try(fd)) != 1) {
 		if (r == 0)
 			cb_err_set(err, EX_TEMPFAIL_, "another cardbaton-spoold holds %s/lock", sp->path);
@@ -188,7 +259,7 @@ int spool_lock_daemon(struct spool *sp, struct cb_err *err)
  * the counter at least FLOOR (a name that carried its own number). */
 static int seq_update(struct spool *sp, long long floor, long long *seq, struct cb_err *err)
 {
-	int lk = openat(sp->fd, "seq.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	int lk = open_lockfile(sp, "seq.lock");
 	char *buf = NULL, *out = NULL;
 	size_t len;
 	long long v = 0;
@@ -218,10 +289,11 @@ static int seq_update(struct spool *sp, long long floor, long long *seq, struct 
 	}
 	*seq = floor ? floor : v + 1;
 	if (*seq > v && (!(out = xasprintf("%lld\n", *seq)) ||
-			 atomic_write(sp->dir[SD_TMP], sp->fd, "seq", out, strlen(out), 0600) < 0)) {
+			 atomic_write(sp->dir[SD_TMP], sp->fd, "seq", out, strlen(out), sp->fmode) < 0)) {
 		cb_err_sys(err, write_ex(), "%s/seq", sp->path);
 		goto out;
 	}
+	CRASH_POINT("seq: written", NULL);
 	r = 0;
 out:
 	free(buf);
@@ -258,7 +330,7 @@ int spool_submit(struct spool *sp, const struct job_def *jd, long long *id,
 		goto out;
 	}
 	/* Staged in tmp/ under the final name, renamed into new/. */
-	if (atomic_write(sp->dir[SD_TMP], sp->dir[SD_NEW], name, text, strlen(text), 0600) < 0) {
+	if (atomic_write(sp->dir[SD_TMP], sp->dir[SD_NEW], name, text, strlen(text), sp->fmode) < 0) {
 		cb_err_sys(err, write_ex(), "%s/new/%s", sp->path, name);
 		goto out;
 	}
@@ -342,9 +414,20 @@ int spool_load(struct spool *sp, enum spool_dir d, const char *name,
 	size_t len;
 	int r;
 
-	if (read_capped(sp->dir[d], name, RECORD_MAX, &buf, &len) < 0)
+	if (read_capped(sp->dir[d], name, RECORD_MAX, &buf, &len) < 0) {
+		/* Something that is no record (a stray symlink, directory,
+		 * FIFO, or a huge file) is bad data, named as such. */
+		const char *what = errno == ELOOP ? "is a symbolic link (not followed)" :
+				   errno == EISDIR ? "is a directory" :
+				   errno == EINVAL || errno == ENXIO ? "is not a regular file" :
+				   errno == EFBIG ? "is larger than 16 MiB" : NULL;
+
+		if (what)
+			return cb_err_set(err, EX_DATAERR_, "%s/%s/%s: %s", sp->path,
+					  spool_dir_name[d], name, what);
 		return cb_err_sys(err, errno == ENOENT ? EX_NOINPUT_ : EX_OSERR_, "%s/%s/%s",
 				  sp->path, spool_dir_name[d], name);
+	}
 	r = job_from_json(buf, len, j, NULL);
 	free(buf);
 	if (r < 0)
@@ -499,6 +582,13 @@ int spool_put(struct spool *sp, struct job *j, enum spool_dir from_dir,
 	enum spool_dir to = job_state_dir(j->state);
 	char *name, *text;
 	int r = -1;
+#ifdef CB_CRASH_POINTS
+	char trans[64];
+
+	snprintf(trans, sizeof trans, "%s->%s", spool_dir_name[from_dir], spool_dir_name[to]);
+#else
+	const char *trans = NULL;
+#endif
 
 	j->rev++;
 	name = to == SD_QUEUED ? name_queued(j->priority, j->id) : name_plain(j->id);
@@ -506,10 +596,12 @@ int spool_put(struct spool *sp, struct job *j, enum spool_dir from_dir,
 		free(name);
 		return cb_err_sys(err, EX_OSERR_, "job %lld", j->id);
 	}
-	if (atomic_write(sp->dir[SD_TMP], sp->dir[to], name, text, strlen(text), 0600) < 0) {
+	CRASH_POINT("put: before", trans);
+	if (atomic_write(sp->dir[SD_TMP], sp->dir[to], name, text, strlen(text), sp->fmode) < 0) {
 		cb_err_sys(err, write_ex(), "%s/%s/%s", sp->path, spool_dir_name[to], name);
 		goto out;
 	}
+	CRASH_POINT("put: written", trans);
 	if (from_name && (from_dir != to || strcmp(from_name, name))) {
 		if (unlinkat(sp->dir[from_dir], from_name, 0) < 0 && errno != ENOENT) {
 			cb_err_sys(err, EX_OSERR_, "%s/%s/%s", sp->path,
@@ -541,7 +633,7 @@ int spool_ctl(struct spool *sp, long long id, enum ctl_op op, long long arg,
 	body = arg == CTL_NO_ARG ? strdup("") : xasprintf("priority %lld\n", arg);
 	if (!name || !body)
 		r = cb_err_sys(err, EX_OSERR_, "request");
-	else if (atomic_write(sp->dir[SD_TMP], sp->dir[SD_CTL], name, body, strlen(body), 0600) < 0)
+	else if (atomic_write(sp->dir[SD_TMP], sp->dir[SD_CTL], name, body, strlen(body), sp->fmode) < 0)
 		r = cb_err_sys(err, write_ex(), "%s/ctl/%s", sp->path, name);
 	free(name);
 	free(body);
@@ -583,7 +675,8 @@ int spool_reject(struct spool *sp, enum spool_dir from, const char *name,
 		goto out;
 	}
 	/* Reason first: a crash then leaves the job in place to be retried. */
-	if (atomic_write(sp->dir[SD_TMP], sp->dir[SD_REJECTED], rn, body, strlen(body), 0600) < 0 ||
+	if (atomic_write(sp->dir[SD_TMP], sp->dir[SD_REJECTED], rn, body, strlen(body), sp->fmode) < 0 ||
+	    (CRASH_POINT("reject: reason written", NULL), 0) ||
 	    renameat(sp->dir[from], name, sp->dir[SD_REJECTED], pn) < 0 ||
 	    fsync_dir(sp->dir[SD_REJECTED]) < 0 || fsync_dir(sp->dir[from]) < 0) {
 		cb_err_sys(err, write_ex(), "%s/rejected/%s", sp->path, pn);
@@ -613,7 +706,7 @@ int spool_node_put(struct spool *sp, const struct node_status *ns, struct cb_err
 		cb_err_sys(err, EX_OSERR_, "node %s", ns->name);
 		goto out;
 	}
-	if (atomic_write(sp->dir[SD_TMP], sp->dir[SD_NODES], name, text, strlen(text), 0600) < 0) {
+	if (atomic_write(sp->dir[SD_TMP], sp->dir[SD_NODES], name, text, strlen(text), sp->fmode) < 0) {
 		cb_err_sys(err, write_ex(), "%s/nodes/%s", sp->path, name);
 		goto out;
 	}

@@ -24,6 +24,7 @@
 #include <sys/types.h>
 #include <cJSON.h>
 
+#include "crash.h"
 #include "wire.h"
 
 #define CARDBATON_VERSION "0.1.0"
@@ -88,7 +89,8 @@ char *expand_home(const char *path);
 
 /*
  * Write BUF[0..LEN) as DSTFD/NAME atomically: create a unique file in
- * TMPFD with O_EXCL|O_NOFOLLOW, write it completely, fsync, close
+ * TMPFD with O_EXCL|O_NOFOLLOW and exactly MODE (fchmod: whatever the
+ * umask), write it completely, fsync, close
  * (checked), rename into DSTFD/NAME (replacing it), fsync DSTFD.
  * TMPFD and DSTFD must be on one file system; they may be the same
  * directory.  On failure the temporary file is removed.  0 or -1/errno.
@@ -173,6 +175,12 @@ enum {
 };
 
 #define GPU_INDEX_MAX 1023
+/* Limits of a job (cardbaton(5)): command words, env entries, bytes of
+ * `name`; every value is at most YX_MAX_SCALAR bytes, the file at most
+ * JOBFILE_MAX. */
+#define JOB_MAX_ARGS 4096
+#define JOB_MAX_ENV 4096
+#define JOB_NAME_MAX 256
 #define GPU_COUNT_MAX 1024
 #define TIMEOUT_MAX 315360000LL         /* ten years, in seconds */
 #define DEFAULT_GRACE 60
@@ -353,9 +361,20 @@ struct spool {
 	int fd;                 /* the spool directory */
 	int dir[SD_N];          /* its subdirectories, O_DIRECTORY|O_NOFOLLOW */
 	char id[9];             /* 8 hex digits, from the file "id" */
+	mode_t fmode, dmode;    /* of what it creates: 0600/0700, or shared (spool_open) */
 };
 
+/* The sysexits code of a failed spool write with errno E: EX_TEMPFAIL_
+ * for a full disk, quota, read-only spool, I/O error or ENOMEM, else
+ * EX_OSERR_. */
+int spool_errno_ex(int e);
+
 /* Open (CREATE: make it, mode 0700, if missing) the spool at PATH.
+ * What CardBaton creates in it is private: directories 0700, files
+ * 0600, whatever the umask.  A group-shared spool (LAYOUT.md §1): when
+ * PATH itself has the set-group-ID bit, its group permission bits are
+ * given to every directory (and, without x, file) created inside.
+ * No subdirectory is followed through a symbolic link.
  * Errors: EX_CONFIG_ / EX_OSERR_ / EX_TEMPFAIL_ with the path. */
 int spool_open(struct spool *sp, const char *path, int create, struct cb_err *err);
 void spool_close(struct spool *sp);

@@ -76,13 +76,13 @@ int accept_new(struct daemon *d, const char *name)
 	if (cls == 1 && job_exists(d, seq))
 		cls = 0;        /* a forged or copied name: give it a fresh ID */
 	if (cls == 1 && spool_seq_reserve(&d->sp, seq, &err) < 0) {
-		logmsg("%s", err.msg);
+		write_failed(d, err.ex, err.msg);
 		cb_err_free(&err);
 		return -1;
 	}
 	for (;;) {
 		if (cls == 0 && spool_next_seq(&d->sp, &seq, &err) < 0) {
-			logmsg("%s", err.msg);
+			write_failed(d, err.ex, err.msg);
 			cb_err_free(&err);
 			return -1;
 		}
@@ -94,11 +94,14 @@ int accept_new(struct daemon *d, const char *name)
 		if (errno != EEXIST) {
 			if (errno == ENOENT)
 				return 0;
-			logmsg("new/%s: %s", name, strerror(errno));
+			cb_err_sys(&err, spool_errno_ex(errno), "%s/new/%s", d->sp.path, name);
+			write_failed(d, err.ex, err.msg);
+			cb_err_free(&err);
 			return -1;
 		}
 		cls = 0;
 	}
+	CRASH_POINT("accept: in incoming", NULL);
 	if (fsync_dir(d->sp.dir[SD_INCOMING]) < 0 || fsync_dir(d->sp.dir[SD_NEW]) < 0)
 		logmsg("fsync: %s", strerror(errno));
 	cls = accept_incoming(d, in, name);
@@ -114,6 +117,7 @@ static const char *read_problem(int e)
 	case EISDIR:
 		return "is a directory";
 	case EINVAL:
+	case ENXIO:     /* a socket */
 		return "is not a regular file";
 	case EFBIG:
 		return "is larger than 1 MiB";
@@ -127,11 +131,34 @@ static void reject(struct daemon *d, const char *in, long long seq, const char *
 {
 	struct cb_err err = { 0 };
 
-	logmsg("rejected %s: %s", orig, why);
+	/* Logged once it is done: a stalled spool retries it. */
 	if (spool_reject(&d->sp, SD_INCOMING, in, orig, seq, why, &err) < 0) {
-		logmsg("%s", err.msg);
+		write_failed(d, err.ex, err.msg);
 		cb_err_free(&err);
+		return;
 	}
+	write_ok(d);
+	logmsg("rejected %s: %s", orig, why);
+}
+
+/* Can node NC ever take JD, by its gpus: list (cardbaton-submit makes
+ * the same check)?  A node without a list may have any card. */
+static int node_fits(const struct node_conf *nc, const struct job_def *jd)
+{
+	if (!nc->has_gpus)
+		return 1;
+	for (size_t i = 0; i < jd->ngpus; i++)
+		if (!gpu_eligible(nc, jd->gpus[i]))
+			return 0;
+	return jd->ngpus || jobdef_gpu_need(jd) <= (long long)nc->ngpus;
+}
+
+static int node_fits_any(const struct config *c, const struct job_def *jd)
+{
+	for (size_t k = 0; k < c->nnodes; k++)
+		if (node_fits(&c->nodes[k], jd))
+			return 1;
+	return 0;
 }
 
 /* A check the job file cannot express: its node and cards exist here. */
@@ -146,6 +173,23 @@ static char *placement_problem(const struct daemon *d, const struct job_def *jd)
 			if (!gpu_eligible(nc, jd->gpus[i]))
 				return xasprintf("gpus: GPU %d is not in node %s's gpus list",
 						 jd->gpus[i], nc->name);
+	if (nc && !jd->ngpus && nc->has_gpus && jobdef_gpu_need(jd) > (long long)nc->ngpus)
+		return xasprintf("gpu_count: node %s has only %zu eligible GPUs", nc->name,
+				 nc->ngpus);
+	if (!nc && !node_fits_any(&d->cfg, jd)) {
+		/* Name a pinned index no node may use, when there is one. */
+		for (size_t i = 0; i < jd->ngpus; i++) {
+			size_t k = 0;
+
+			while (k < d->cfg.nnodes && !gpu_eligible(&d->cfg.nodes[k], jd->gpus[i]))
+				k++;
+			if (k == d->cfg.nnodes)
+				return xasprintf("gpus: no node may use GPU %d", jd->gpus[i]);
+		}
+		if (jd->ngpus)
+			return strdup("gpus: no node may use all of the pinned GPUs");
+		return xasprintf("gpu_count: no node has %lld eligible GPUs", jobdef_gpu_need(jd));
+	}
 	return NULL;
 }
 
@@ -197,10 +241,11 @@ int accept_incoming(struct daemon *d, const char *in, const char *orig)
 	j.submitted = j.queued_at = now_ms();
 	set_str(&j.reason, "waiting to be scheduled");
 	if (spool_put(&d->sp, &j, SD_INCOMING, NULL, &err) < 0) {
-		logmsg("%s", err.msg);
+		write_failed(d, err.ex, err.msg);       /* stays in incoming/ */
 		cb_err_free(&err);
 		goto out;
 	}
+	write_ok(d);
 	if (unlinkat(d->sp.dir[SD_INCOMING], in, 0) < 0 || fsync_dir(d->sp.dir[SD_INCOMING]) < 0)
 		logmsg("incoming/%s: %s", in, strerror(errno));
 	if (!(qname = name_queued(j.priority, j.id)) || !(e = qent_from_job(&j, qname)) ||
@@ -263,13 +308,46 @@ static int load_running(struct daemon *d, long long id, struct job *j, char **na
 	return 0;
 }
 
+/*
+ * A spool write failed.  A temporary failure (EX_TEMPFAIL_: full disk,
+ * quota, read-only spool) stalls the daemon (LAYOUT.md §9): one log
+ * line for the whole episode, nothing launched, and every change waits
+ * where it is -- the file in new/ or incoming/, the request in ctl/,
+ * the record in running/ (the node keeps the attempt's final state) --
+ * until main.c's probe finds the spool writable and catches up.
+ */
+void write_failed(struct daemon *d, int ex, const char *msg)
+{
+	if (ex != EX_TEMPFAIL_) {
+		logmsg("%s", msg ? msg : "out of memory");
+		return;
+	}
+	if (!d->stall_said)
+		logmsg("cannot write the spool (%s): changes wait in place and are retried "
+		       "until it can be written", msg ? msg : "?");
+	d->stall_said = 1;
+	d->stalled = 1;
+	d->stalls++;
+	d->stall_retry_at = mono_now() + STALL_RETRY_MS;
+}
+
+/* A spool write succeeded: the end of a stall, if there was one. */
+void write_ok(struct daemon *d)
+{
+	if (d->stall_said)
+		logmsg("the spool can be written again; catching up");
+	d->stall_said = 0;
+}
+
 static int put(struct daemon *d, struct job *j, enum spool_dir from, const char *name)
 {
 	struct cb_err err = { 0 };
 
-	if (spool_put(&d->sp, j, from, name, &err) == 0)
+	if (spool_put(&d->sp, j, from, name, &err) == 0) {
+		write_ok(d);
 		return 0;
-	logmsg("%s", err.msg);
+	}
+	write_failed(d, err.ex, err.msg);
 	cb_err_free(&err);
 	return -1;
 }
@@ -288,6 +366,31 @@ static int enqueue(struct daemon *d, const struct job *j)
 	free(qname);
 	d->dirty = 1;
 	return r;
+}
+
+void note_waiting(struct daemon *d, struct qent *e, const char *why)
+{
+	struct cb_err err = { 0 };
+	struct job j;
+	char *r = xasprintf("waiting: %s", why);
+
+	if (!r)
+		return;
+	if (spool_load(&d->sp, SD_QUEUED, e->name, &j, &err) < 0) {
+		logmsg("%s", err.msg ? err.msg : "out of memory");
+		cb_err_free(&err);
+		free(r);
+		return;
+	}
+	if (!j.reason || strcmp(j.reason, r)) {
+		free(j.reason);
+		j.reason = r;
+		r = NULL;
+		if (put(d, &j, SD_QUEUED, e->name) == 0)
+			logmsg("job %lld: %s", j.id, j.reason);
+	}
+	free(r);
+	job_free(&j);
 }
 
 /* The attempt did not start (cards busy, GPU query failed): back to
@@ -341,6 +444,7 @@ static int send_launch(struct daemon *d, struct rent *e)
 		node_failed(d, e->node, strerror(errno));
 		goto out;
 	}
+	CRASH_POINT("launch: node answered", NULL);
 	if (rep.status == 0 || rep.status == EX_TEMPFAIL_ || rep.status == EX_UNAVAILABLE_ ||
 	    rep.status == EX_DATAERR_)
 		wire_parse(rep.out, rep.outlen, &w, &why);
@@ -426,6 +530,7 @@ int launch(struct daemon *d, struct qent *e, size_t node, const int *gpus, size_
 	qent_free(e);
 	re = &d->r[d->nr - 1];
 	logmsg("job %lld: attempt %s on %s", j.id, a->id, a->node);
+	CRASH_POINT("launch: attempt recorded", NULL);
 	r = send_launch(d, re);
 out:
 	job_free(&j);
@@ -500,7 +605,15 @@ int apply_attempt(struct daemon *d, struct rent *e, const struct wire_rec *w)
 		st = "lost";
 		reason = "the node has no record of this attempt";
 	}
-	if (!strcmp(st, "starting") || !strcmp(st, "running"))
+	/* "starting" does not confirm a launch: without a state file it is
+	 * a launcher still checking the cards (status and a second launch
+	 * say so while it holds the lock), which may yet answer busy or
+	 * "nvidia-smi failed" and remove the attempt.  Taken as running,
+	 * that attempt would then be "unknown" and wrongly lost; kept
+	 * launching, it is launched again (LAYOUT.md §8 step 7). */
+	if (!strcmp(st, "starting"))
+		return 0;
+	if (!strcmp(st, "running"))
 		as = AS_RUNNING;
 	else if (!strcmp(st, "pausing"))
 		as = AS_PAUSING;
@@ -644,9 +757,13 @@ static void node_record(struct daemon *d, struct node *n)
 	struct cb_err err = { 0 };
 
 	if (spool_node_put(&d->sp, &ns, &err) < 0) {
-		logmsg("%s", err.msg);
+		write_failed(d, err.ex, err.msg);
 		cb_err_free(&err);
+		n->recorded = 0;        /* node_ok writes it again */
+		return;
 	}
+	write_ok(d);
+	n->recorded = 1;
 }
 
 void node_failed(struct daemon *d, size_t node, const char *why)
@@ -683,10 +800,8 @@ void node_ok(struct daemon *d, size_t node)
 	n->error = NULL;
 	n->backoff = 0;
 	n->retry_at = 0;
-	if (changed) {
+	if (changed)
 		node_record(d, n);
-		n->recorded = 1;
-	}
 }
 
 /* ---- control requests ------------------------------------------------ */
@@ -707,6 +822,7 @@ static void cancel_running(struct daemon *d, struct rent *e)
 	}
 	if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
 		logmsg("job %lld: cancel: could not ask the node", e->id);
+	CRASH_POINT("cancel: node asked", NULL);
 }
 
 /* Ask the node to have E's job checkpoint; the job is `pausing` until
@@ -731,6 +847,7 @@ static void pause_running(struct daemon *d, struct rent *e)
 			logmsg("job %lld: pause: the worker said %d: %.*s", e->id, rep.status,
 			       (int)strcspn(rep.err, "\n"), rep.err);
 		} else if (j.state == JS_RUNNING) {
+			CRASH_POINT("pause: node asked", NULL);
 			j.state = JS_PAUSING;
 			a->state = AS_PAUSING;
 			set_str(&j.reason, "pause requested");
@@ -834,9 +951,16 @@ int apply_ctl(struct daemon *d, const char *name)
 	size_t len;
 	struct qent *qe;
 	struct rent *re;
+	unsigned long stalls = d->stalls;
+	struct stat st;
 
 	if (name[0] == '.')
 		return 0;
+	/* Not a request, and not removable by unlink: left, said once a scan. */
+	if (fstatat(d->sp.dir[SD_CTL], name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
+		logmsg("ctl/%s: is a directory; ignored", name);
+		return 0;
+	}
 	if (ctl_parse_name(name, &id, &op) < 0) {
 		logmsg("ctl/%s: not a control request; removed", name);
 		goto done;
@@ -895,8 +1019,11 @@ int apply_ctl(struct daemon *d, const char *name)
 		break;
 	}
 	free(pn);
+	CRASH_POINT("ctl: applied", ctl_op_name[op]);
 done:
 	free(buf);
+	if (d->stalls != stalls)
+		return 0;       /* the spool could not be written: kept, retried */
 	if (unlinkat(d->sp.dir[SD_CTL], name, 0) < 0 && errno != ENOENT)
 		logmsg("ctl/%s: %s", name, strerror(errno));
 	return 0;

@@ -305,8 +305,28 @@ static void release_leases(struct launch *l, int truncate)
 	}
 }
 
-/* Step 3 and 5: every requested card exists and is idle.  0, or 1 with
- * *reason (malloc'd); -1 on out of memory. */
+/* Step 3: every requested card exists, and its UUID (which names its
+ * lease).  0, or 1 with *reason (malloc'd); -1 on out of memory. */
+static int card_uuids(struct launch *l, const struct nv_info *info, char **reason)
+{
+	size_t i;
+
+	*reason = NULL;
+	for (i = 0; i < l->sp->ngpu; i++) {
+		const struct nv_gpu *g = nv_find_index(info, l->sp->gpu[i]);
+
+		if (!g) {
+			*reason = wk_asprintf("GPU %lld: no such GPU on this node", l->sp->gpu[i]);
+			return *reason ? 1 : -1;
+		}
+		if (!(l->uuid[i] = strdup(g->uuid)))
+			return -1;
+	}
+	return 0;
+}
+
+/* Step 5: every requested card is still the one leased, and idle.  0,
+ * or 1 with *reason (malloc'd); -1 on out of memory. */
 static int check_cards(struct launch *l, const struct nv_info *info, char **reason)
 {
 	size_t i;
@@ -573,6 +593,8 @@ static void pause_outcome(struct sup *s)
 			return;
 		s->pause = PAUSE_USER;
 	}
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		return;         /* done before it could pause: it succeeded */
 	if (WIFEXITED(st) && WEXITSTATUS(st) == WX_TEMPFAIL) {
 		if (read_marker(l, &s->ck_path, &r) == 0)
 			return;
@@ -966,7 +988,7 @@ static void supervise(struct launch *l, int notify)
 		fprintf(stderr, "%s: setsid: %s\n", PROG, strerror(errno));
 	nul = open("/dev/null", O_RDWR | O_CLOEXEC);
 	logfd = openat(l->adir, "log", O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (nul < 0 || logfd < 0 || dup2(nul, 0) < 0 || dup2(logfd, 1) < 0 || dup2(logfd, 2) < 0) {
+	if (nul < 0 || logfd < 0 || fchmod(logfd, 0600) < 0 || dup2(nul, 0) < 0 || dup2(logfd, 1) < 0 || dup2(logfd, 2) < 0) {
 		/* Without a log there is no job: say why in the state, and
 		 * let go of the launcher's streams all the same. */
 		int fd;
@@ -1064,6 +1086,7 @@ static void supervise(struct launch *l, int notify)
 	}
 
 	if (!s.failure && s.stop == STOP_NONE) {
+		CRASH_POINT("worker supervise: job started", NULL);
 		if (base_state(&s, &rec, "running") < 0 ||
 		    wk_state_write(l->st, l->sp->id, &rec) < 0)
 			fprintf(stderr, "%s: writing the running state: %s\n", PROG, strerror(errno));
@@ -1077,11 +1100,13 @@ static void supervise(struct launch *l, int notify)
 
 	/* Leases first: the controller gives the cards to the next job
 	 * the moment it reads the final state. */
+	CRASH_POINT("worker supervise: job ended", NULL);
 	release_leases(l, 0);
 	if (final_state(&s, &rec) < 0 || wk_state_write(l->st, l->sp->id, &rec) < 0) {
 		fprintf(stderr, "%s: writing the final state: %s\n", PROG, strerror(errno));
 		ex = WX_OSERR;
 	}
+	CRASH_POINT("worker supervise: final state written", NULL);
 	wire_free(&rec);
 	tell_launcher(&s);
 	free(cancel_path);
@@ -1188,19 +1213,24 @@ static int start(struct launch *l)
 		return rc;
 	}
 	free(buf);
+	CRASH_POINT("worker launch: spec written", NULL);
 
-	/* Steps 3-5: check, lease, check again. */
+	/* Steps 3-5: the cards' UUIDs, their leases, then the check.  Only
+	 * the check under the leases says whether a card is idle (no other
+	 * attempt can take it meanwhile), so step 3 asks for no more than
+	 * the UUIDs: NV_CARDS, one nvidia-smi run instead of two, or no
+	 * process query through NVML. */
 	for (pass = 0; sp->ngpu > 0 && pass < 2; pass++) {
 		struct nv_info info;
 
-		if (nv_query(&info, &err) < 0) {
+		if (nv_query(&info, pass == 0 ? NV_CARDS : NV_ALL, &err) < 0) {
 			release_leases(l, 1);
 			remove_attempt_dir(l);
 			rc = wk_err(WX_UNAVAILABLE, "%s", err ? err : "nvidia-smi failed");
 			free(err);
 			return rc;
 		}
-		rc = check_cards(l, &info, &reason);
+		rc = pass == 0 ? card_uuids(l, &info, &reason) : check_cards(l, &info, &reason);
 		nv_free(&info);
 		if (rc == 0 && pass == 0)
 			rc = take_leases(l, &reason);
@@ -1213,6 +1243,9 @@ static int start(struct launch *l)
 		if (rc > 0)
 			return answer_busy(l, reason);
 	}
+
+	if (sp->ngpu)
+		CRASH_POINT("worker launch: cards leased", NULL);
 
 	/* Step 6. */
 	for (i = 0; i < sp->ngpu; i++) {
@@ -1271,6 +1304,7 @@ static int start(struct launch *l)
 		return rc;
 	}
 	wire_free(&r);
+	CRASH_POINT("worker launch: state written", NULL);
 
 	/* From here on the state file exists: the attempt may have
 	 * started, and is never removed or started again. */
@@ -1359,8 +1393,9 @@ static int launch(struct wk_state *st, struct spec *sp)
 			}
 		}
 		l.adir = openat(st->attfd, sp->id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (l.adir < 0) {
-			if (errno == ENOENT)
+		/* Made here: exactly 0700, whatever the umask. */
+		if (l.adir < 0 || (fresh && fchmod(l.adir, 0700) < 0)) {
+			if (l.adir < 0 && errno == ENOENT)
 				continue;
 			rc = wk_errsys(WX_OSERR, "%s", l.adir_path);
 			goto out;

@@ -14,11 +14,14 @@
  *     cc -std=c11 -D_GNU_SOURCE worker/[a-z]*.c spool-layout/wire.c */
 #if defined(__has_include)
 #if __has_include("wire.h")
+#include "crash.h"
 #include "wire.h"
 #else
+#include "../spool-layout/crash.h"
 #include "../spool-layout/wire.h"
 #endif
 #else
+#include "crash.h"
 #include "wire.h"
 #endif
 
@@ -35,6 +38,8 @@
  * then compute apps), and this much output. */
 #define NVSMI_TIMEOUT_MS 10000
 #define NVSMI_MAX_OUTPUT (1u << 20)
+/* NVML (nvml.c), asked first, gets the first half of that time. */
+#define NVML_TIMEOUT_MS (NVSMI_TIMEOUT_MS / 2)
 
 /* How long launch waits for another launcher of the same attempt to
  * write its state file (LAYOUT.md section 8, step 7). */
@@ -153,11 +158,56 @@ struct nv_info {
 int nv_parse_gpus(const char *buf, size_t len, struct nv_info *info, char **err);
 int nv_parse_apps(const char *buf, size_t len, struct nv_info *info, char **err);
 
-/* Run nvidia-smi twice (cards, then compute apps; NVSMI_TIMEOUT_MS in
- * all) and parse.  0, or -1 with *err (malloc'd, one line). */
-int nv_query(struct nv_info *info, char **err);
+/* What a query asks for: the cards alone (index, UUID, name, memory,
+ * utilisation; procs left 0), or the cards and their compute
+ * processes. */
+enum nv_what { NV_CARDS, NV_ALL };
+
+/* Ask NVML (nvml.c), or when it is not in use or fails, nvidia-smi
+ * (once for NV_CARDS, twice for NV_ALL); NVSMI_TIMEOUT_MS in all.  0,
+ * or -1 with *err (malloc'd, one line: nvidia-smi's failure).  Why
+ * NVML failed, when it did and nvidia-smi answered, is said once on
+ * stderr. */
+int nv_query(struct nv_info *info, enum nv_what what, char **err);
 void nv_free(struct nv_info *info);
 const struct nv_gpu *nv_find_index(const struct nv_info *info, long long index);
+/* The first non-blank line of S, at most 200 bytes (malloc'd). */
+char *nv_first_line(const char *s);
+
+/* A child process run to its end or a deadline (nvidia-smi, NVML). */
+struct wk_child {
+	char *out, *err;        /* its stdout and stderr, NUL-terminated */
+	size_t outlen, errlen;
+	int status;             /* waitpid status */
+	int timed_out;          /* the deadline passed: killed */
+	int overflow;           /* more stdout than allowed: killed */
+	int broken;             /* poll, read or waitpid failed: errnum */
+	int errnum;
+};
+
+/*
+ * Fork; the child, in its own process group with stdin on /dev/null
+ * and stdout and stderr on pipes, runs FN(ARG), which never returns (it
+ * execs or _exits).  What it prints is kept (at most MAX bytes of
+ * stdout) until it ends, or until DEADLINE (wk_mono_ms) when its
+ * process group is killed.  0 with C filled (wk_child_free it), or -1
+ * with *err (malloc'd) when no child could be run.
+ */
+int wk_run_child(void (*fn)(const void *), const void *arg, long long deadline, size_t max,
+		 struct wk_child *c, char **err);
+void wk_child_free(struct wk_child *c);
+
+/* ---- nvml.c ---------------------------------------------------------- */
+
+/*
+ * The cards through NVML (libnvidia-ml.so.1, loaded with dlopen; see
+ * nvml.c), in a child process that must answer by DEADLINE.  0 with
+ * INFO filled; 1 when NVML is not in use (CARDBATON_NVML=off, no
+ * library, a worker built with -DCARDBATON_NO_NVML, or an earlier
+ * failure in this process); -1 when it failed, with *why (malloc'd)
+ * saying how: NVML is then not used again by this process.
+ */
+int nvml_query(struct nv_info *info, enum nv_what what, long long deadline, char **why);
 
 /* ---- the commands ----------------------------------------------------- */
 
