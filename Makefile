@@ -2,9 +2,16 @@
 #
 #   make            build into build/ (B=dir to choose another)
 #   make test       unit + end-to-end suite, then the same on an
-#                   ASan+UBSan build in build-san/  (alias: check)
+#                   ASan+UBSan build in build-san/, which also has the
+#                   crash points (crash.h) that tests/e2e/crash.bats
+#                   walks  (alias: check)
 #   make demo       a short run on the embedded default config
 #   make bench      benchmarks against tsp and nq
+#   make fuzz       the libFuzzer targets of tests/fuzz/ (clang, ASan+UBSan),
+#                   FUZZ_SECONDS=120 each, on a copy of their seed corpora
+#   make fuzz-smoke the same for 5 s each (the last step of make test)
+#   make soak       a seeded fault run on SSH test hosts (root), bounded:
+#                   SOAK_SECONDS=600 SOAK_JOBS=500 SOAK_SEED=(random, printed)
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make clean
 
@@ -35,13 +42,16 @@ BINS     = $(B)/cardbaton $(B)/sshgpu $(TOOL_BIN) $(B)/cardbaton-spoold \
            $(B)/cardbaton-worker.shar
 
 SPOOLD_SRC = $(wildcard spoold/*.c)
-WORKER_SRC = $(wildcard worker/*.c) spool-layout/wire.c
-WORKER_ALL = $(WORKER_SRC) $(wildcard worker/*.h) spool-layout/wire.h
+WORKER_SRC = $(wildcard worker/*.c) spool-layout/wire.c spool-layout/crash.c
+WORKER_ALL = $(WORKER_SRC) $(wildcard worker/*.h) spool-layout/wire.h spool-layout/crash.h
 UNIT_SRC   = $(wildcard tests/unit/*.c)
 UNIT_BIN   = $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 BIN_COMMON = $(filter-out $(TOOLS:%=bin/%.c) bin/cardbaton.c,$(wildcard bin/*.c))
 
-all: $(BINS) $(UNIT_BIN)
+# The fake NVML libraries the tests load (rules below).
+FAKE_NVML  = $(B)/tests/fake-nvml/libnvidia-ml.so.1 $(B)/tests/fake-nvml-old/libnvidia-ml.so.1
+
+all: $(BINS) $(UNIT_BIN) $(FAKE_NVML)
 
 $(B)/%.o: %.c $(wildcard spool-layout/*.h spoold/*.h bin/*.h worker/*.h)
 	@mkdir -p $(dir $@)
@@ -83,11 +93,25 @@ $(B)/cardbaton-worker: $(WORKER_SRC:%.c=$(B)/%.o)
 # What is shipped to SSH nodes: a static build (no sanitizers: it runs
 # there on its own), and the sources as a shell script for nodes of
 # another architecture.
+# Without NVML (worker/nvml.c): dlopen from a static glibc binary would
+# load a second libc.  It asks nvidia-smi.
 $(B)/cardbaton-worker-static: $(WORKER_ALL)
-	$(CC) -std=c11 -D_GNU_SOURCE -Ispool-layout $(WARN) -O2 -static -o $@ $(WORKER_SRC)
+	$(CC) -std=c11 -D_GNU_SOURCE -DCARDBATON_NO_NVML -Ispool-layout $(WARN) -O2 -static -o $@ $(WORKER_SRC)
 
 $(B)/cardbaton-worker.shar: $(WORKER_ALL) worker/mkshar.sh
 	worker/mkshar.sh $@ $(WORKER_ALL)
+
+# The fake NVML library the tests load instead of the driver's
+# (tests/fake-nvml/fake-nvml.c): a current driver's, and with
+# -DFAKE_NVML_OLD a pre-R510 one's.  No sanitizers: it is loaded into
+# whichever worker is under test.
+$(B)/tests/fake-nvml/libnvidia-ml.so.1: tests/fake-nvml/fake-nvml.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -shared -fPIC -o $@ $<
+
+$(B)/tests/fake-nvml-old/libnvidia-ml.so.1: tests/fake-nvml/fake-nvml.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -DFAKE_NVML_OLD $(WARN) $(CFLAGS) -shared -fPIC -o $@ $<
 
 # A unit test may #include a worker source (it is libc only).
 $(B)/tests/unit/test_ckjson.o: worker/json.c worker/json.h
@@ -106,9 +130,10 @@ test check:
 	tests/install-deps
 	$(MAKE) all
 	tests/run $(B)
-	$(MAKE) B=build-san SANFLAGS="$(SAN)" CFLAGS="-O1 -g" all
+	$(MAKE) B=build-san SANFLAGS="$(SAN) -DCB_CRASH_POINTS" CFLAGS="-O1 -g" all
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		tests/run build-san
+	$(MAKE) fuzz-smoke
 
 unit: all
 	tests/run $(B) unit
@@ -120,6 +145,25 @@ demo:
 
 bench: all
 	tests/bench/run $(B)
+
+# The parsers under libFuzzer (tests/fuzz/run builds the targets with
+# clang into $(B)/fuzz and prints executions and coverage per target).
+FUZZ_SECONDS ?= 120
+fuzz:
+	tests/fuzz/run $(B)/fuzz $(FUZZ_SECONDS)
+
+fuzz-smoke:
+	tests/fuzz/run $(B)/fuzz 5
+
+# Faults (daemon kill -9, ss -K, partitions, nvidia-smi failing or
+# hanging, workers killed) at random for SOAK_SECONDS, then the
+# invariants; tests/e2e/faults.bats is the short run of `make test`.
+SOAK_SECONDS ?= 600
+SOAK_JOBS    ?= 500
+SOAK_SEED    ?=
+soak: all
+	tests/soak/soak --build $(B) --seconds $(SOAK_SECONDS) --jobs $(SOAK_JOBS) \
+		$(if $(SOAK_SEED),--seed $(SOAK_SEED))
 
 # ---- install -------------------------------------------------------------
 
@@ -160,5 +204,5 @@ uninstall:
 clean:
 	rm -rf build build-san
 
-.PHONY: all test check unit demo bench install uninstall clean
+.PHONY: all test check unit demo bench fuzz fuzz-smoke soak install uninstall clean
 .SECONDARY:

@@ -345,6 +345,7 @@ static void list_all(struct spool *sp)
 		size_t end = g, nrec = 0, best = SIZE_MAX;
 		long long best_rev = -1;
 		struct job j;
+		int moved = 0, r;
 
 		while (end < nents && ents[end].id == ents[g].id)
 			end++;
@@ -373,7 +374,8 @@ static void list_all(struct spool *sp)
 			for (size_t i = g; i < end; i++) {
 				if (ents[i].dead)
 					continue;
-				if (load_ent(sp, &ents[i], &j) <= 0) {
+				if ((r = load_ent(sp, &ents[i], &j)) <= 0) {
+					moved |= r == 0;        /* -1: unreadable, said */
 					ents[i].dead = 1;
 					continue;
 				}
@@ -386,7 +388,7 @@ static void list_all(struct spool *sp)
 			for (size_t i = g; i < end; i++)
 				if (i != best)
 					ents[i].dead = 1;
-			if (best == SIZE_MAX)
+			if (best == SIZE_MAX && moved)
 				find_moved(sp, ents[g].id);
 		}
 		g = end;

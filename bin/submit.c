@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "yamlx.h"
 
 static const char usage[] =
 	"cardbaton-submit [--config PATH] [--job FILE] [--node N] [--gpus 0,2] "
@@ -91,12 +92,15 @@ static void parse_gpus(const char *val, struct job_def *f)
 	}
 }
 
-/* A text flag that must not be empty nor hold control characters
- * (what the job-file parser would refuse when the daemon reads it). */
-static char *text_flag(const char *flag, const char *val, int allow_control)
+/* A text flag that must not be empty, longer than MAX bytes, nor hold
+ * control characters (what the job-file parser would refuse when the
+ * daemon reads it). */
+static char *text_flag(const char *flag, const char *val, int allow_control, size_t max)
 {
 	if (!*val)
 		die(EX_USAGE_, "%s: must not be empty", flag);
+	if (strlen(val) > max)
+		die(EX_USAGE_, "%s: longer than %zu bytes", flag, max);
 	if (!allow_control) {
 		char *p = printable(val);
 
@@ -285,7 +289,7 @@ int main(int argc, char **argv)
 	struct config c;
 	struct spool sp;
 	struct cb_err err = { 0 };
-	const char *job_path = NULL, *fname;
+	const char *job_path = NULL, *fname, *why;
 	long long id;
 	int ch;
 
@@ -300,7 +304,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_NODE:
 			free(flags.node);
-			flags.node = text_flag("--node", optarg, 0);
+			flags.node = text_flag("--node", optarg, 0, YX_MAX_SCALAR);
+			if ((why = yx_node_name_problem(optarg)))
+				die(EX_USAGE_, "--node: '%s' %s", optarg, why);
 			flags.set |= JF_NODE;
 			break;
 		case OPT_GPUS:
@@ -321,17 +327,17 @@ int main(int argc, char **argv)
 			break;
 		case OPT_CWD:
 			free(flags.cwd);
-			flags.cwd = text_flag("--cwd", optarg, 1);
+			flags.cwd = text_flag("--cwd", optarg, 1, YX_MAX_SCALAR);
 			flags.set |= JF_CWD;
 			break;
 		case OPT_NAME:
 			free(flags.name);
-			flags.name = text_flag("--name", optarg, 0);
+			flags.name = text_flag("--name", optarg, 0, JOB_NAME_MAX);
 			flags.set |= JF_NAME;
 			break;
 		case OPT_RESUME:
 			free(flags.resume_command);
-			flags.resume_command = text_flag("--resume-command", optarg, 1);
+			flags.resume_command = text_flag("--resume-command", optarg, 1, YX_MAX_SCALAR);
 			flags.set |= JF_RESUME;
 			break;
 		case OPT_ENV: {
@@ -340,6 +346,12 @@ int main(int argc, char **argv)
 			if (!optarg[n] || !env_name_ok(optarg, n))
 				die(EX_USAGE_, "--env: '%s' is not NAME=VALUE with NAME a "
 				    "variable name", optarg);
+			/* Bounded before env_combine, which is quadratic. */
+			if (flags.nenv >= JOB_MAX_ENV)
+				die(EX_USAGE_, "--env: more than %d variables", JOB_MAX_ENV);
+			if (strlen(optarg + n + 1) > YX_MAX_SCALAR)
+				die(EX_USAGE_, "--env: the value of %.*s is longer than %u bytes",
+				    (int)n, optarg, YX_MAX_SCALAR);
 			flags.env = xrealloc(flags.env, (flags.nenv + 1) * sizeof *flags.env);
 			flags.env[flags.nenv++] = xstrdup(optarg);
 			flags.set |= JF_ENV;
@@ -351,6 +363,12 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc) {
 		flags.argc = (size_t)(argc - optind);
+		if (flags.argc > JOB_MAX_ARGS)
+			die(EX_USAGE_, "the command has more than %d words", JOB_MAX_ARGS);
+		for (int i = optind; i < argc; i++)
+			if (strlen(argv[i]) > YX_MAX_SCALAR)
+				die(EX_USAGE_, "the command's word %d is longer than %u bytes",
+				    i - optind + 1, YX_MAX_SCALAR);
 		flags.argv = xrealloc(NULL, flags.argc * sizeof *flags.argv);
 		for (size_t i = 0; i < flags.argc; i++)
 			flags.argv[i] = xstrdup(argv[optind + (int)i]);

@@ -59,7 +59,8 @@ int atomic_write(int tmpfd, int dstfd, const char *name,
 		errno = saved;
 		return -1;
 	}
-	if (write_all(fd, buf, len) < 0 || fsync(fd) < 0) {
+	/* Exactly MODE: the umask may have taken bits away. */
+	if (fchmod(fd, mode) < 0 || write_all(fd, buf, len) < 0 || fsync(fd) < 0) {
 		saved = errno;
 		close(fd);
 		goto fail;

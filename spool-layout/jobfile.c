@@ -14,9 +14,9 @@
 #include "spool.h"
 #include "yamlx.h"
 
-#define MAX_ARGS 4096           /* command arguments */
-#define MAX_ENV 4096            /* env entries */
-#define NAME_MAX_LEN 256        /* the `name` field, in bytes */
+#define MAX_ARGS JOB_MAX_ARGS   /* command arguments */
+#define MAX_ENV JOB_MAX_ENV     /* env entries */
+#define NAME_MAX_LEN JOB_NAME_MAX       /* the `name` field, in bytes */
 
 enum kind { K_COMMAND, K_STR, K_INT, K_GPUS, K_ENV };
 

@@ -124,6 +124,10 @@ int attempt_id_parse(const char *aid, char spool_id[9], long long *job, int *n)
 	free(num);
 	if (r < 0 || parse_ll(d2 + 1, 0, 1000000000, &k) < 0)
 		return -1;
+	/* Only the form attempt_id writes (no sign, no leading zeros), so
+	 * that one attempt has one ID. */
+	if (d1[1] == '0' || d2[1] == '-' || (d2[1] == '0' && d2[2]))
+		return -1;
 	memcpy(spool_id, aid, 8);
 	spool_id[8] = '\0';
 	*job = j;

@@ -746,18 +746,26 @@ long long attempt_job(const char *spool_id, const char *aid)
 
 /*
  * The remote half of node_ensure_key: the key arrives on stdin; every
- * existing line is kept (a missing final newline is added), a key
- * already there (same type and blob, whatever its options or comment)
- * is not added again, and the new file replaces the old by rename.
+ * existing line is kept byte for byte (a missing final newline is
+ * added), a key already there (the same type and blob as two fields of
+ * a line that is not a comment, whatever its options or comment) is
+ * not added again, and the new file -- written in full to a temporary
+ * file beside it, synced -- replaces the old by rename: a crash at any
+ * point leaves the old file or the new one.  A failed write removes
+ * its temporary file.
  */
 static const char ensure_key_sh[] =
 	"set -ef; umask 077; IFS= read -r key; set -- $key; "
 	"d=\"$HOME/.ssh\"; f=\"$d/authorized_keys\"; mkdir -p \"$d\"; "
-	"if [ -f \"$f\" ] && grep -qF -- \"$1 $2\" \"$f\"; then echo present; exit 0; fi; "
-	"t=\"$d/.authorized_keys.cardbaton.$$\"; "
+	"if [ -f \"$f\" ] && awk -v t=\"$1\" -v b=\"$2\" "
+	"'{ sub(/\\r$/, \"\") } $1 ~ /^#/ { next } "
+	"{ for (i = 1; i < NF; i++) if ($i == t && $(i + 1) == b) { f = 1; exit } } "
+	"END { exit !f }' \"$f\"; then echo present; exit 0; fi; "
+	"t=\"$d/.authorized_keys.cardbaton.$$\"; trap 'rm -f \"$t\"' EXIT; "
 	"{ if [ -f \"$f\" ]; then cat \"$f\"; "
 	"if [ -s \"$f\" ] && [ -n \"$(tail -c 1 \"$f\")\" ]; then echo; fi; fi; "
-	"printf '%s\\n' \"$key\"; } > \"$t\"; chmod 600 \"$t\"; mv -f \"$t\" \"$f\"; echo added";
+	"printf '%s\\n' \"$key\"; } > \"$t\"; chmod 600 \"$t\"; "
+	"sync \"$t\" 2>/dev/null || sync; mv -f \"$t\" \"$f\"; echo added";
 
 int node_ensure_key(const struct config *c, const struct node_conf *nc, const char *key,
 		    int interactive, struct cb_err *err)

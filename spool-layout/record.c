@@ -7,6 +7,7 @@
  * nothing is lost on the way back.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -267,12 +268,19 @@ static int get_ll(const cJSON *o, const char *key, long long *out, int required)
 {
 	const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
 
+	double d;
+
 	*out = 0;
 	if (!x || cJSON_IsNull(x))
 		return required ? -1 : 0;
-	if (!cJSON_IsNumber(x) || x->valuedouble != (double)(long long)x->valuedouble)
+	if (!cJSON_IsNumber(x))
 		return -1;
-	*out = (long long)x->valuedouble;
+	/* In range before the cast, which is undefined outside it (found
+	 * by tests/fuzz/fuzz_record): NaN fails the first test. */
+	d = x->valuedouble;
+	if (d != d || d < (double)LLONG_MIN || d >= -(double)LLONG_MIN || d != (double)(long long)d)
+		return -1;
+	*out = (long long)d;
 	return 0;
 }
 
@@ -290,7 +298,8 @@ static int get_ints(const cJSON *o, const char *key, int **v, size_t *n)
 	if (!(*v = calloc((size_t)cJSON_GetArraySize(a) + 1, sizeof **v)))
 		return -1;
 	cJSON_ArrayForEach(x, a) {
-		if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble > GPU_INDEX_MAX)
+		if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble > GPU_INDEX_MAX ||
+		    x->valuedouble != (double)x->valueint)
 			return -1;
 		(*v)[i++] = x->valueint;
 		*n = i;
@@ -329,7 +338,10 @@ static int attempt_from_json(const cJSON *o, struct attempt *a)
 	if (!cJSON_IsObject(o) || get_ll(o, "n", &n, 1) || n < 0 || n > 1000000000)
 		return -1;
 	a->n = (int)n;
-	if (get_str(o, "id", &a->id) || !a->id || get_str(o, "node", &a->node) ||
+	/* The ID names files on the node: only [0-9a-f-], 1 to 64 of them
+	 * (LAYOUT.md §2), whoever wrote the record. */
+	if (get_str(o, "id", &a->id) || !a->id || !a->id[0] || strlen(a->id) > 64 ||
+	    strspn(a->id, "0123456789abcdef-") != strlen(a->id) || get_str(o, "node", &a->node) ||
 	    get_ints(o, "gpus", &a->gpus, &a->ngpus) ||
 	    get_strs(o, "gpu_uuids", &a->uuids, &a->nuuids) ||
 	    get_str(o, "reason", &a->reason) || get_ll(o, "started_ms", &a->started, 0) ||

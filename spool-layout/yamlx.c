@@ -23,6 +23,8 @@ struct loader {
 	const struct yx_ctx *c;
 	yaml_parser_t parser;
 	size_t nodes;
+	const unsigned char *in;        /* the input libyaml reads */
+	size_t inlen;
 };
 
 static int oom(const struct yx_ctx *c)
@@ -69,6 +71,47 @@ static int surrogate_pair(const char *p, const char *end, unsigned long *cp)
 	return 1;
 }
 
+/* At P inside a JSON string: the length of a raw character there that
+ * JSON allows but YAML refuses (DEL, C1 controls, U+FFFE, U+FFFF) or
+ * reads as a line break (NEL, U+2028, U+2029), with its YAML escape put
+ * in ESC; 0 for any other character. */
+static size_t json_raw_char(const char *p, const char *end, char esc[7])
+{
+	static const char hx[] = "0123456789ABCDEF";
+	const unsigned char *u = (const unsigned char *)p;
+	unsigned long cp;
+	size_t n;
+
+	if (u[0] == 0x7f) {
+		cp = 0x7f;
+		n = 1;
+	} else if (end - p >= 2 && u[0] == 0xc2 && u[1] >= 0x80 && u[1] <= 0x9f) {
+		cp = u[1];
+		n = 2;
+	} else if (end - p >= 3 &&
+		   ((u[0] == 0xe2 && u[1] == 0x80 && (u[2] == 0xa8 || u[2] == 0xa9)) ||
+		    (u[0] == 0xef && u[1] == 0xbf && (u[2] == 0xbe || u[2] == 0xbf)))) {
+		cp = ((unsigned long)(u[0] & 0x0f) << 12) | ((unsigned long)(u[1] & 0x3f) << 6) |
+		     (u[2] & 0x3f);
+		n = 3;
+	} else {
+		return 0;
+	}
+	esc[0] = '\\';
+	if (cp < 0x100) {
+		esc[1] = 'x';
+		esc[2] = hx[cp >> 4];
+		esc[3] = hx[cp & 15];
+		esc[4] = '\0';
+	} else {
+		esc[1] = 'u';
+		for (int i = 0; i < 4; i++)
+			esc[2 + i] = hx[(cp >> (12 - 4 * i)) & 15];
+		esc[6] = '\0';
+	}
+	return n;
+}
+
 /*
  * JSON writers that escape everything outside ASCII write a character
  * beyond U+FFFF as a UTF-16 surrogate pair, which YAML has no escape
@@ -76,13 +119,16 @@ static int surrogate_pair(const char *p, const char *end, unsigned long *cp)
  * the text is JSON (it opens with '{' or '[' and, outside its double
  * quoted strings, has no quote, comment or backslash of YAML's), each
  * pair is rewritten as YAML's "\UXXXXXXXX".  Lines are unchanged.
+ * So is every raw character inside a string that JSON allows and YAML
+ * does not (json_raw_char): cJSON, as `cardbaton submit` uses it, and
+ * Python's json write DEL as it is (found by tests/fuzz/fuzz_jobfile).
  * 1 and *out (malloc'd) when something was rewritten, 0 when not, -1
  * on ENOMEM.
  */
 static int json_fix_surrogates(const char *buf, size_t len, char **out, size_t *outlen)
 {
 	const char *p = buf, *end = buf + len;
-	size_t pairs = 0;
+	size_t pairs = 0, grow = 0;     /* pairs: 12 bytes each become 10 */
 	int pass, in;
 	char *o = NULL, *q = NULL;
 
@@ -94,14 +140,16 @@ static int json_fix_surrogates(const char *buf, size_t len, char **out, size_t *
 		return 0;
 	for (pass = 0; pass < 2; pass++) {
 		if (pass == 1) {
-			if (!pairs)
+			if (!pairs && !grow)
 				return 0;
-			if (!(o = q = malloc(len - pairs * 2 + 1)))
+			if (!(o = q = malloc(len - pairs * 2 + grow + 1)))
 				return -1;
 		}
 		in = 0;
 		for (p = buf; p < end; ) {
 			unsigned long cp;
+			char esc[7];
+			size_t k;
 
 			if (!in) {
 				if (*p == '\'' || *p == '#' || *p == '\\') {
@@ -112,6 +160,15 @@ static int json_fix_surrogates(const char *buf, size_t len, char **out, size_t *
 					in = 1;
 			} else if (*p == '"') {
 				in = 0;
+			} else if ((k = json_raw_char(p, end, esc)) > 0) {
+				if (pass == 0) {
+					grow += strlen(esc) - k;
+				} else {
+					memcpy(q, esc, strlen(esc));
+					q += strlen(esc);
+				}
+				p += k;
+				continue;
 			} else if (*p == '\\') {
 				if (surrogate_pair(p, end, &cp)) {
 					if (pass == 0) {
@@ -161,10 +218,19 @@ static int parse_error(struct loader *L)
 	case YAML_MEMORY_ERROR:
 		return oom(c);
 	case YAML_READER_ERROR:
-		if (strstr(problem, "UTF-8") || strstr(problem, "Unicode"))
+		/* problem_value is the bad octet, a code point (U+D800) or
+		 * -1: the byte shown is the input's own, at the offset. */
+		if (strstr(problem, "UTF-8") || strstr(problem, "Unicode")) {
+			unsigned byte = p->problem_offset < L->inlen ? L->in[p->problem_offset] :
+					(unsigned)p->problem_value & 0xff;
+
+			if (p->problem_value > 0xff)
+				return cb_err_set(c->err, c->ex, "%s: not valid UTF-8: %s U+%04X (byte 0x%02x at offset %zu)",
+						  c->fname, problem, (unsigned)p->problem_value, byte,
+						  p->problem_offset);
 			return cb_err_set(c->err, c->ex, "%s: not valid UTF-8: %s (byte 0x%02x at offset %zu)",
-					  c->fname, problem, (unsigned)p->problem_value & 0xff,
-					  p->problem_offset);
+					  c->fname, problem, byte, p->problem_offset);
+		}
 		if (p->problem_value >= 0)
 			return cb_err_set(c->err, c->ex, "%s: %s (U+%04X at offset %zu)",
 					  c->fname, problem, (unsigned)p->problem_value,
@@ -314,17 +380,17 @@ int yx_load(const struct yx_ctx *c, const char *buf, size_t len, struct yx_node 
 	*root = NULL;
 	if (len > YX_MAX_INPUT)
 		return cb_err_set(c->err, c->ex, "%s: larger than %u bytes", c->fname, YX_MAX_INPUT);
-	if ((nul = memchr(buf, '\0', len)))
-		return cb_err_set(c->err, c->ex, "%s: contains a NUL byte (offset %zu)",
-				  c->fname, (size_t)(nul - buf));
 	/* UTF-8 only.  The encoding is not forced on libyaml (with it
 	 * forced, 0.2.5 counts a UTF-8 byte order mark as a column and
 	 * then misreads the indentation); UTF-16 text is refused here by
-	 * its byte order mark, or above by its NUL bytes. */
+	 * its byte order mark, or below by its NUL bytes. */
 	if (len >= 2 && ((unsigned char)buf[0] == 0xff || (unsigned char)buf[0] == 0xfe) &&
 	    ((unsigned char)buf[1] ^ (unsigned char)buf[0]) == 0x01)
 		return cb_err_set(c->err, c->ex, "%s: not valid UTF-8: UTF-16 byte order mark",
 				  c->fname);
+	if ((nul = memchr(buf, '\0', len)))
+		return cb_err_set(c->err, c->ex, "%s: contains a NUL byte (offset %zu)",
+				  c->fname, (size_t)(nul - buf));
 	switch (json_fix_surrogates(buf, len, &fixed, &flen)) {
 	case -1:
 		return oom(c);
@@ -338,6 +404,8 @@ int yx_load(const struct yx_ctx *c, const char *buf, size_t len, struct yx_node 
 		return oom(c);
 	}
 	yaml_parser_set_input_string(&L.parser, (const unsigned char *)buf, len);
+	L.in = (const unsigned char *)buf;
+	L.inlen = len;
 
 	if (next(&L, &ev))
 		goto out;

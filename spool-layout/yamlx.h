@@ -8,7 +8,9 @@
  * YX_MAX_DEPTH, scalars longer than YX_MAX_SCALAR, NUL bytes, input
  * that is not UTF-8, input larger than YX_MAX_INPUT.  JSON is read as
  * YAML; surrogate-pair escapes ("\ud83d\ude00"), which libyaml does not
- * take, are rewritten first when the document is JSON.
+ * take, and raw characters in strings that YAML refuses or reads as line
+ * breaks (DEL, C1 controls, U+2028, U+2029, U+FFFE, U+FFFF) are
+ * rewritten first, as YAML escapes, when the document is JSON.
  *
  * The getters below check one value's type and range and, on failure,
  * record "FILE:LINE: KEY: problem" where KEY is built from a yx_path

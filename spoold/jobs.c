@@ -210,7 +210,10 @@ int accept_incoming(struct daemon *d, const char *in, const char *orig)
 		orig = in;
 	if (record_exists(d, seq)) {
 		/* The crash fell between writing the record and this unlink. */
-		unlinkat(d->sp.dir[SD_INCOMING], in, 0);
+		if (unlinkat(d->sp.dir[SD_INCOMING], in, 0) < 0 && errno != ENOENT)
+			logmsg("incoming/%s: %s; left in place", in, strerror(errno));
+		else
+			logmsg("incoming/%s: job %lld has a record already; removed", in, seq);
 		return 0;
 	}
 	if (read_capped(d->sp.dir[SD_INCOMING], in, JOBFILE_MAX, &buf, &len) < 0) {
@@ -682,7 +685,7 @@ int apply_attempt(struct daemon *d, struct rent *e, const struct wire_rec *w)
 			a->finished = now_ms();
 		if (job_state_final(js))
 			j.finished = a->finished;
-		d->nodes[e->node].fresh = 0;
+		cards_freed(d, &d->nodes[e->node], a->id);
 		d->dirty = 1;
 	}
 	if (put(d, &j, SD_RUNNING, name) < 0) {

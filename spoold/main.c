@@ -79,6 +79,12 @@ static void die_err(struct cb_err *err)
 
 /* ---- start-up recovery (LAYOUT.md §9) -------------------------------- */
 
+static const char *stray_kind(const struct stat *st)
+{
+	return S_ISLNK(st->st_mode) ? "is a symbolic link (not followed)" :
+	       S_ISDIR(st->st_mode) ? "is a directory" : "is not a regular file";
+}
+
 static void clean_tmp(struct daemon *d)
 {
 	struct stat st;
@@ -96,11 +102,60 @@ static void clean_tmp(struct daemon *d)
 	while ((e = readdir(dir))) {
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
 			continue;
-		if (fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-		    now - st.st_mtime > TMP_MAX_AGE && S_ISREG(st.st_mode))
+		if (fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (!S_ISREG(st.st_mode))       /* no writer makes these */
+			logmsg("%s/tmp/%s: %s; ignored", d->sp.path, e->d_name, stray_kind(&st));
+		else if (now - st.st_mtime > TMP_MAX_AGE)
 			unlinkat(dirfd(dir), e->d_name, 0);
 	}
 	closedir(dir);
+}
+
+/* rejected/NAME is a submission the daemon refused (it may be anything
+ * that was dropped into new/): its NAME.reason is beside it. */
+static int has_reason(struct daemon *d, const char *name)
+{
+	size_t n = strlen(name);
+	char *r;
+	int found;
+
+	if (n < 4 || strcmp(name + n - 4, ".job") || !(r = xasprintf("%.*s.reason", (int)(n - 4), name)))
+		return 0;
+	found = faccessat(d->sp.dir[SD_REJECTED], r, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+	free(r);
+	return found;
+}
+
+/*
+ * Symbolic links, directories, FIFOs... where only the daemon's
+ * regular files belong (paused/ done/ nodes/, and rejected/ but for
+ * refused submissions; queued/ and running/ are read, and said, by
+ * load_records): one line each at start-up, and they are left alone --
+ * never followed, never opened.
+ */
+static void warn_strays(struct daemon *d)
+{
+	static const enum spool_dir dirs[] = { SD_PAUSED, SD_DONE, SD_REJECTED, SD_NODES };
+
+	for (size_t k = 0; k < sizeof dirs / sizeof dirs[0]; k++) {
+		char **names;
+		size_t n;
+
+		if (spool_list(&d->sp, dirs[k], &names, &n) < 0) {
+			logmsg("%s/%s: %s", d->sp.path, spool_dir_name[dirs[k]], strerror(errno));
+			continue;
+		}
+		for (size_t i = 0; i < n; i++) {
+			struct stat st;
+
+			if (fstatat(d->sp.dir[dirs[k]], names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    !S_ISREG(st.st_mode) && !(dirs[k] == SD_REJECTED && has_reason(d, names[i])))
+				logmsg("%s/%s/%s: %s; ignored", d->sp.path, spool_dir_name[dirs[k]],
+				       names[i], stray_kind(&st));
+		}
+		spool_list_free(names, n);
+	}
 }
 
 struct rec_name {
@@ -133,9 +188,14 @@ static void dedupe(struct daemon *d)
 		}
 		for (size_t i = 0; i < n; i++) {
 			long long prio, id;
+			struct stat st;
 
 			if ((dirs[k] == SD_QUEUED ? name_parse_queued(names[i], &prio, &id)
 						  : name_parse_plain(names[i], &id)) < 0)
+				continue;
+			/* No record, and said elsewhere (warn_strays, load_records). */
+			if (fstatat(d->sp.dir[dirs[k]], names[i], &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+			    !S_ISREG(st.st_mode))
 				continue;
 			if (nv == cap) {
 				struct rec_name *nvp = realloc(v, (cap = cap ? cap * 2 : 1024) * sizeof *v);
@@ -218,7 +278,7 @@ static void load_records(struct daemon *d)
 			struct qent *e;
 
 			if (spool_load(&d->sp, SD_QUEUED, names[i], &j, &err) < 0) {
-				logmsg("%s (left in place)", err.msg);
+				logmsg("%s; left in place", err.msg);
 				cb_err_free(&err);
 				continue;
 			}
@@ -238,7 +298,7 @@ static void load_records(struct daemon *d)
 			size_t k;
 
 			if (spool_load(&d->sp, SD_RUNNING, names[i], &j, &err) < 0) {
-				logmsg("%s (left in place)", err.msg);
+				logmsg("%s; left in place", err.msg);
 				cb_err_free(&err);
 				continue;
 			}
@@ -272,6 +332,39 @@ static void scan_dir(struct daemon *d, enum spool_dir which)
 			apply_ctl(d, names[i]);
 	}
 	spool_list_free(names, n);
+}
+
+/* Can the spool take a write again?  A probe of the size of a large
+ * record through the atomic write, removed again (tmp/, dot name). */
+static int spool_writable(struct daemon *d)
+{
+	static const char probe[16384];
+
+	if (atomic_write(d->sp.dir[SD_TMP], d->sp.dir[SD_TMP], ".writable", probe,
+			 sizeof probe, 0600) < 0)
+		return 0;
+	unlinkat(d->sp.dir[SD_TMP], ".writable", 0);
+	return 1;
+}
+
+static void reconcile_all(struct daemon *d);
+
+/* A stalled spool (jobs.c write_failed): once the probe succeeds,
+ * every change that waited is made again -- submissions in incoming/
+ * and new/, requests in ctl/, and (through a reconcile) the states of
+ * attempts that ended meanwhile -- and scheduling resumes. */
+static void stall_retry(struct daemon *d)
+{
+	if (!spool_writable(d)) {
+		d->stall_retry_at = mono_now() + STALL_RETRY_MS;
+		return;
+	}
+	d->stalled = 0;
+	scan_dir(d, SD_INCOMING);
+	scan_dir(d, SD_NEW);
+	scan_dir(d, SD_CTL);
+	reconcile_all(d);
+	d->dirty = 1;
 }
 
 static void reconcile_all(struct daemon *d)
@@ -553,10 +646,12 @@ static int min_timeout(struct daemon *d)
 {
 	long long now = mono_now(), next = LLONG_MAX;
 
-	if (d->dirty)
+	if (d->dirty && !d->stalled)
 		return 0;
 	if (d->next_reconcile)
 		next = d->next_reconcile;
+	if (d->stalled && d->stall_retry_at < next)
+		next = d->stall_retry_at;
 	if (d->next_poll && d->next_poll < next)
 		next = d->next_poll;
 	for (size_t k = 0; k < d->nnodes; k++) {
@@ -581,6 +676,8 @@ static void timers(struct daemon *d)
 	long long now = mono_now();
 
 	call_deadlines(d);
+	if (d->stalled && now >= d->stall_retry_at)
+		stall_retry(d);
 	if (d->next_reconcile && now >= d->next_reconcile)
 		reconcile_all(d);
 	if (d->next_poll && now >= d->next_poll) {
@@ -665,6 +762,7 @@ int main(int argc, char **argv)
 	logmsg("serving %s (%zu node%s)", d.sp.path, d.nnodes, d.nnodes == 1 ? "" : "s");
 	ensure_keys(&d, pubkey);
 	clean_tmp(&d);
+	warn_strays(&d);
 	dedupe(&d);
 	load_records(&d);
 	scan_dir(&d, SD_INCOMING);
@@ -686,7 +784,9 @@ int main(int argc, char **argv)
 		int n, quit = 0;
 
 		timers(&d);
-		if (d.dirty)
+		/* Nothing is launched while the spool cannot record it; the
+		 * pass is made when the stall ends. */
+		if (d.dirty && !d.stalled)
 			schedule(&d);
 		if (!(p = calloc(3 * d.nnodes + 2, sizeof *p))) {
 			logmsg("%s", strerror(errno));

@@ -67,6 +67,34 @@ void query_done(struct daemon *d, struct node *n, int status)
 	d->dirty = 1;
 }
 
+/*
+ * Attempt AID on node N has ended and its worker let go of its leases
+ * (the final state is written after that).  The snapshot is patched
+ * rather than asked for again: the cards it held are free, with the
+ * memory and processes it had there gone with it.  This is a guess the
+ * worker checks: it re-reads the cards under their leases before it
+ * starts anything, and a card still busy sends the job back to the
+ * queue and the node to a fresh query.  So the next job starts without
+ * a round trip to the node (the handoff, AGENTS.md "Timers and bounds").
+ */
+void cards_freed(struct daemon *d, struct node *n, const char *aid)
+{
+	if (!n->fresh)
+		return;         /* a query is due anyway */
+	for (size_t i = 0; i < n->ngpus; i++) {
+		struct gpu_info *g = &n->gpus[i];
+
+		if (!g->lease || strcmp(g->lease, aid))
+			continue;
+		free(g->lease);
+		g->lease = NULL;
+		g->procs = 0;
+		g->mem_used = 0;
+		n->taken[i] = 0;
+	}
+	d->dirty = 1;
+}
+
 static int free_slot(const struct node *n, size_t i)
 {
 	return gpu_eligible(n->conf, n->gpus[i].index) && gpu_idle(&n->gpus[i], n->conf->idle_mib) &&
@@ -139,6 +167,88 @@ static void hold(struct daemon *d, const struct qent *e)
 		memset(best->held, 1, best->ngpus);
 }
 
+/* "0-3,6" for the indices of N's cards (in N's order) onto B. */
+static int add_indices(struct sbuf *b, const struct node *n)
+{
+	for (size_t i = 0; i < n->ngpus; i++) {
+		size_t j = i;
+
+		while (j + 1 < n->ngpus && n->gpus[j + 1].index == n->gpus[j].index + 1)
+			j++;
+		if (sbuf_addf(b, i ? ",%d" : "%d", n->gpus[i].index) < 0 ||
+		    (j > i && sbuf_addf(b, "-%d", n->gpus[j].index) < 0))
+			return -1;
+		i = j;
+	}
+	return n->ngpus ? 0 : sbuf_addf(b, "none");
+}
+
+/*
+ * Why E can never be placed on the cards that the nodes it may use
+ * have (hostile or mistaken input: a pinned index, or more cards,
+ * than any of them has), e.g. "no node has GPU 7 (local has 0-3)";
+ * NULL when it may fit some day, or while a node it may use has not
+ * answered a GPU query yet.  malloc'd.
+ */
+static char *never_fits(const struct daemon *d, const struct qent *e)
+{
+	struct sbuf b = { 0 };
+	int missing = -1, first = 1;
+	long long most = 0;
+
+	for (size_t k = 0; k < d->nnodes; k++) {
+		const struct node *n = &d->nodes[k];
+
+		if (may_use(e, n) && (!n->reachable || !n->taken))
+			return NULL;
+	}
+	if (e->ngpus) {
+		for (size_t i = 0; i < e->ngpus && missing < 0; i++) {
+			size_t k;
+
+			for (k = 0; k < d->nnodes; k++)
+				if (may_use(e, &d->nodes[k]) && slot_of(&d->nodes[k], e->gpus[i]) >= 0)
+					break;
+			if (k == d->nnodes)
+				missing = e->gpus[i];
+		}
+		if (missing < 0)
+			return NULL;
+		if (sbuf_addf(&b, "no node has GPU %d (", missing) < 0)
+			goto oom;
+	} else {
+		for (size_t k = 0; k < d->nnodes; k++) {
+			const struct node *n = &d->nodes[k];
+			long long c = 0;
+
+			for (size_t i = 0; may_use(e, n) && i < n->ngpus; i++)
+				c += gpu_eligible(n->conf, n->gpus[i].index);
+			if (c > most)
+				most = c;
+		}
+		if (most >= e->need)
+			return NULL;
+		if (sbuf_addf(&b, "no node has %lld eligible GPUs (", e->need) < 0)
+			goto oom;
+	}
+	for (size_t k = 0; k < d->nnodes; k++) {
+		const struct node *n = &d->nodes[k];
+
+		if (!may_use(e, n))
+			continue;
+		if (sbuf_addf(&b, "%s%s has ", first ? "" : "; ", n->conf->name) < 0 ||
+		    add_indices(&b, n) < 0)
+			goto oom;
+		first = 0;
+	}
+	if (sbuf_add(&b, ")", 1) < 0)
+		goto oom;
+	return b.s;
+oom:
+	sbuf_free(&b);
+	return NULL;
+}
+
 int schedule(struct daemon *d)
 {
 	long long now = now_ms(), starve = d->cfg.reserve_after_seconds * 1000;
@@ -179,10 +289,16 @@ int schedule(struct daemon *d)
 				break;
 		}
 		if (k == d->nnodes) {
+			char *never = e->need ? never_fits(d, e) : NULL;
+
 			if (e->need)
 				waiting = 1;
-			if (now - e->queued_at >= starve)
+			/* A job no node can ever take holds nothing: it says why. */
+			if (never)
+				note_waiting(d, e, never);
+			else if (now - e->queued_at >= starve)
 				hold(d, e);
+			free(never);
 			i++;
 			continue;
 		}

@@ -14,6 +14,7 @@
 #define GPU_POLL_MS 2000        /* re-read GPUs while jobs wait for cards */
 #define BACKOFF_MIN_MS 1000     /* unreachable node: first retry */
 #define BACKOFF_MAX_MS 60000
+#define STALL_RETRY_MS 1000     /* spool not writable (full, read-only): probe again */
 
 struct acall {
 	pid_t pid;                      /* 0: none in flight */
@@ -77,6 +78,13 @@ struct daemon {
 	int once;
 	int dirty;                      /* a scheduling pass is due */
 	long long next_reconcile, next_poll;    /* mono ms, 0 = none */
+	/* The spool could not be written for a temporary reason (full
+	 * disk, read-only): every change waits in place (jobs.c
+	 * write_failed) and is retried from stall_retry_at on. */
+	int stalled;
+	int stall_said;                 /* its one log line is out */
+	unsigned long stalls;           /* such failures so far */
+	long long stall_retry_at;       /* mono ms */
 };
 
 /* main.c */
@@ -99,17 +107,23 @@ void r_remove(struct daemon *d, struct rent *e);
 int accept_new(struct daemon *d, const char *name);
 int accept_incoming(struct daemon *d, const char *name, const char *orig);
 int apply_ctl(struct daemon *d, const char *name);
+/* E cannot be placed for a reason worth showing: its record's reason
+ * becomes "waiting: WHY" (written only when it changes). */
+void note_waiting(struct daemon *d, struct qent *e, const char *why);
 int launch(struct daemon *d, struct qent *e, size_t node, const int *gpus, size_t ngpus);
 int apply_attempt(struct daemon *d, struct rent *e, const struct wire_rec *w);
 int reconcile_node(struct daemon *d, size_t node);
 void reconcile_done(struct daemon *d, size_t node, int status);
 void node_failed(struct daemon *d, size_t node, const char *why);
 void node_ok(struct daemon *d, size_t node);
+void write_failed(struct daemon *d, int ex, const char *msg);
+void write_ok(struct daemon *d);
 
 /* sched.c */
 int schedule(struct daemon *d);
 void query_start(struct daemon *d, struct node *n);
 void query_done(struct daemon *d, struct node *n, int status);
+void cards_freed(struct daemon *d, struct node *n, const char *aid);
 
 /* acall.c */
 int acall_start(struct daemon *d, struct node *n, struct acall *a,

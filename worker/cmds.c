@@ -53,7 +53,7 @@ int cmd_gpus(struct wk_state *st, int argc, char **argv)
 	(void)argv;
 	if (argc != 0)
 		return wk_err(WX_USAGE, "usage: %s [-d STATE_DIR] gpus", PROG);
-	if (nv_query(&info, &err) < 0) {
+	if (nv_query(&info, NV_ALL, &err) < 0) {
 		struct wire_rec r = { 0 };
 
 		if (wire_add(&r, "error", err ? err : "nvidia-smi failed") == 0)

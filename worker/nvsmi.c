@@ -1,5 +1,7 @@
 /*
- * nvsmi.c - asking nvidia-smi about the cards, and parsing its answer.
+ * nvsmi.c - asking about the cards: NVML first (nvml.c), nvidia-smi
+ * when NVML is not there or fails; and parsing nvidia-smi's answer,
+ * which is also the form in which nvml.c hands over NVML's.
  *
  * nvidia-smi runs with a deadline (NVSMI_TIMEOUT_MS: a wedged driver
  * makes it hang) and a cap on its output.  The parsers take a buffer so
@@ -273,10 +275,9 @@ int nv_parse_apps(const char *buf, size_t len, struct nv_info *info, char **err)
 	return each_line("--query-compute-apps", buf, len, info, app_line, err);
 }
 
-/* ---- running nvidia-smi ----------------------------------------------- */
+/* ---- running a child with a deadline ----------------------------------- */
 
-/* The first non-blank line of S, cut short, for a message. */
-static char *first_line(const char *s)
+char *nv_first_line(const char *s)
 {
 	size_t n;
 
@@ -316,19 +317,22 @@ static int drain(int fd, char **b, size_t *n, size_t cap, int *over)
 	return 0;
 }
 
-/* Run "nvidia-smi QUERY --format=..." and capture its standard output,
- * killing it at DEADLINE (wk_mono_ms).  0 with *out (malloc'd,
- * NUL-terminated), or -1 with *err. */
-static int run_nvsmi(const char *query, long long deadline, char **out, size_t *outlen,
-		     char **err)
+void wk_child_free(struct wk_child *c)
+{
+	free(c->out);
+	free(c->err);
+	c->out = c->err = NULL;
+	c->outlen = c->errlen = 0;
+}
+
+int wk_run_child(void (*fn)(const void *), const void *arg, long long deadline, size_t max,
+		 struct wk_child *c, char **err)
 {
 	int op[2] = { -1, -1 }, ep[2] = { -1, -1 };
 	pid_t pid;
-	char *ob = NULL, *eb = NULL;
-	size_t on = 0, en = 0;
-	int oover = 0, eover = 0, odone = 0, edone = 0, st = 0, timed_out = 0;
+	int odone = 0, edone = 0, eover = 0, st = 0;
 
-	*out = NULL;
+	memset(c, 0, sizeof *c);
 	*err = NULL;
 	if (pipe2(op, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0) {
 		*err = wk_asprintf("pipe: %s", strerror(errno));
@@ -347,8 +351,7 @@ static int run_nvsmi(const char *query, long long deadline, char **out, size_t *
 		setpgid(0, 0);
 		if (nul < 0 || dup2(nul, 0) < 0 || dup2(op[1], 1) < 0 || dup2(ep[1], 2) < 0)
 			_exit(126);
-		execlp("nvidia-smi", "nvidia-smi", query, q_format, (char *)NULL);
-		dprintf(2, "cannot run nvidia-smi: %s\n", strerror(errno));
+		fn(arg);
 		_exit(127);
 	}
 	setpgid(pid, pid);      /* also here: no race with the kill below */
@@ -360,8 +363,8 @@ static int run_nvsmi(const char *query, long long deadline, char **out, size_t *
 		long long left = deadline - wk_mono_ms();
 		int r;
 
-		if (left <= 0 || oover) {
-			timed_out = left <= 0;
+		if (left <= 0 || c->overflow) {
+			c->timed_out = left <= 0;
 			break;
 		}
 		p[0].fd = odone ? -1 : op[0];
@@ -372,17 +375,22 @@ static int run_nvsmi(const char *query, long long deadline, char **out, size_t *
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
+			c->errnum = errno;
 			break;
 		}
 		if (!odone && p[0].revents) {
-			r = drain(op[0], &ob, &on, NVSMI_MAX_OUTPUT, &oover);
+			r = drain(op[0], &c->out, &c->outlen, max, &c->overflow);
 			if (r != 0)
 				odone = 1;
+			if (r < 0)
+				c->errnum = errno;
 		}
 		if (!edone && p[1].revents) {
-			r = drain(ep[0], &eb, &en, NVSMI_MAX_STDERR, &eover);
+			r = drain(ep[0], &c->err, &c->errlen, NVSMI_MAX_STDERR, &eover);
 			if (r != 0)
 				edone = 1;
+			if (r < 0)
+				c->errnum = errno;
 		}
 	}
 	if (!odone || !edone) {
@@ -391,49 +399,21 @@ static int run_nvsmi(const char *query, long long deadline, char **out, size_t *
 	}
 	while (waitpid(pid, &st, 0) < 0) {
 		if (errno != EINTR) {
+			c->errnum = errno;
 			st = -1;
 			break;
 		}
 	}
 	close(op[0]);
 	close(ep[0]);
-	if (timed_out) {
-		*err = wk_asprintf("nvidia-smi did not answer within %d s", NVSMI_TIMEOUT_MS / 1000);
-	} else if (oover) {
-		*err = wk_asprintf("nvidia-smi printed more than %u bytes", NVSMI_MAX_OUTPUT);
-	} else if (!odone || !edone || st == -1) {
-		*err = wk_asprintf("reading nvidia-smi's output: %s", strerror(errno));
-	} else if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
-		free(eb);
-		if (!ob) {
-			ob = strdup("");
-			if (!ob) {
-				*err = wk_asprintf("out of memory");
-				return -1;
-			}
-		}
-		*out = ob;
-		*outlen = on;
-		return 0;
-	} else {
-		/* A driver failure is printed on stdout; exec failures on
-		 * stderr. */
-		char *line = first_line(on ? ob : eb ? eb : "");
-
-		if (WIFEXITED(st) && WEXITSTATUS(st) == 127 && en)
-			*err = wk_asprintf("%s", line ? line : "cannot run nvidia-smi");
-		else if (WIFEXITED(st))
-			*err = wk_asprintf("nvidia-smi failed (exit %d)%s%s", WEXITSTATUS(st),
-					   line && *line ? ": " : "", line ? line : "");
-		else
-			*err = wk_asprintf("nvidia-smi killed by signal %d", WTERMSIG(st));
-		free(line);
-	}
-	free(ob);
-	free(eb);
-	if (!*err)
+	c->status = st;
+	c->broken = !c->timed_out && !c->overflow && (!odone || !edone || st == -1 || c->errnum);
+	if ((!c->out && !(c->out = strdup(""))) || (!c->err && !(c->err = strdup("")))) {
+		wk_child_free(c);
 		*err = wk_asprintf("out of memory");
-	return -1;
+		return -1;
+	}
+	return 0;
 
 fail_fds:
 	{
@@ -447,17 +427,72 @@ fail_fds:
 		}
 		errno = e;
 	}
+	if (!*err)
+		*err = wk_asprintf("out of memory");
 	return -1;
 }
 
-int nv_query(struct nv_info *info, char **err)
+/* ---- running nvidia-smi ----------------------------------------------- */
+
+static void exec_nvsmi(const void *query)
+{
+	execlp("nvidia-smi", "nvidia-smi", (const char *)query, q_format, (char *)NULL);
+	dprintf(2, "cannot run nvidia-smi: %s\n", strerror(errno));
+	_exit(127);
+}
+
+/* Run "nvidia-smi QUERY --format=..." and capture its standard output,
+ * killing it at DEADLINE (wk_mono_ms).  0 with *out (malloc'd,
+ * NUL-terminated), or -1 with *err. */
+static int run_nvsmi(const char *query, long long deadline, char **out, size_t *outlen,
+		     char **err)
+{
+	struct wk_child c;
+	int st;
+
+	*out = NULL;
+	if (wk_run_child(exec_nvsmi, query, deadline, NVSMI_MAX_OUTPUT, &c, err) < 0)
+		return -1;
+	st = c.status;
+	if (c.timed_out) {
+		*err = wk_asprintf("nvidia-smi did not answer within %d s", NVSMI_TIMEOUT_MS / 1000);
+	} else if (c.overflow) {
+		*err = wk_asprintf("nvidia-smi printed more than %u bytes", NVSMI_MAX_OUTPUT);
+	} else if (c.broken) {
+		*err = wk_asprintf("reading nvidia-smi's output: %s", strerror(c.errnum));
+	} else if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+		*out = c.out;
+		*outlen = c.outlen;
+		c.out = NULL;
+		wk_child_free(&c);
+		return 0;
+	} else {
+		/* A driver failure is printed on stdout; exec failures on
+		 * stderr. */
+		char *line = nv_first_line(c.outlen ? c.out : c.err);
+
+		if (WIFEXITED(st) && WEXITSTATUS(st) == 127 && c.errlen)
+			*err = wk_asprintf("%s", line ? line : "cannot run nvidia-smi");
+		else if (WIFEXITED(st))
+			*err = wk_asprintf("nvidia-smi failed (exit %d)%s%s", WEXITSTATUS(st),
+					   line && *line ? ": " : "", line ? line : "");
+		else
+			*err = wk_asprintf("nvidia-smi killed by signal %d", WTERMSIG(st));
+		free(line);
+	}
+	wk_child_free(&c);
+	if (!*err)
+		*err = wk_asprintf("out of memory");
+	return -1;
+}
+
+/* The cards (and with NV_ALL their compute processes) from nvidia-smi:
+ * one run for NV_CARDS, two for NV_ALL, both by DEADLINE. */
+static int nvsmi_query(struct nv_info *info, enum nv_what what, long long deadline, char **err)
 {
 	char *out;
 	size_t len;
 	int r;
-	/* One deadline for both questions: a whole query never takes
-	 * longer than NVSMI_TIMEOUT_MS. */
-	long long deadline = wk_mono_ms() + NVSMI_TIMEOUT_MS;
 
 	memset(info, 0, sizeof *info);
 	if (run_nvsmi(q_gpus, deadline, &out, &len, err) < 0)
@@ -466,6 +501,8 @@ int nv_query(struct nv_info *info, char **err)
 	free(out);
 	if (r < 0)
 		goto fail;
+	if (what == NV_CARDS)
+		return 0;
 	if (run_nvsmi(q_apps, deadline, &out, &len, err) < 0)
 		goto fail;
 	r = nv_parse_apps(out, len, info, err);
@@ -478,4 +515,29 @@ fail:
 	if (!*err)
 		*err = wk_asprintf("out of memory");
 	return -1;
+}
+
+int nv_query(struct nv_info *info, enum nv_what what, char **err)
+{
+	/* One deadline for the whole query: NVML gets the first half of
+	 * it, nvidia-smi what is left (all of it when NVML is not in
+	 * use), so that a wedged driver costs NVSMI_TIMEOUT_MS at most. */
+	long long start = wk_mono_ms(), deadline = start + NVSMI_TIMEOUT_MS;
+	char *why = NULL;
+	int r;
+
+	*err = NULL;
+	r = nvml_query(info, what, start + NVML_TIMEOUT_MS, &why);
+	if (r == 0)
+		return 0;
+	r = nvsmi_query(info, what, deadline, err);
+	/* Why NVML did not answer, once (it is not asked again by this
+	 * process); when nvidia-smi failed too, its error is the answer,
+	 * the same as on a node without NVML. */
+	if (r == 0 && why) {
+		fprintf(stderr, "%s: NVML: %s; asked nvidia-smi instead\n", PROG, why);
+		fflush(stderr);
+	}
+	free(why);
+	return r;
 }

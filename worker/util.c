@@ -200,7 +200,8 @@ int wk_atomic_write(int dirfd, const char *tmpname, const char *name,
 	fd = openat(dirfd, tmpname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -1;
-	if (wk_write_all(fd, buf, len) < 0 || fsync(fd) < 0) {
+	/* Exactly 0600, whatever the umask. */
+	if (fchmod(fd, 0600) < 0 || wk_write_all(fd, buf, len) < 0 || fsync(fd) < 0) {
 		e = errno;
 		close(fd);
 		unlinkat(dirfd, tmpname, 0);
@@ -276,8 +277,8 @@ char *wk_expand_path(const char *path, int abs)
 	return r;
 }
 
-/* mkdir -p PATH with mode 0700 for what is made; existing ones are left
- * as they are. */
+/* mkdir -p PATH with mode 0700 (whatever the umask) for what is made;
+ * existing ones are left as they are. */
 static int mkdir_p(const char *path)
 {
 	char *p = strdup(path), *s;
@@ -290,7 +291,7 @@ static int mkdir_p(const char *path)
 			char c = *s;
 
 			*s = '\0';
-			if (mkdir(p, 0700) < 0 && errno != EEXIST) {
+			if (mkdir(p, 0700) == 0 ? chmod(p, 0700) < 0 : errno != EEXIST) {
 				rc = -1;
 				break;
 			}
@@ -325,13 +326,17 @@ int wk_state_open(struct wk_state *st, const char *dir, char **why)
 		return -1;
 	}
 	for (i = 0; i < 2; i++) {
-		int fd;
+		int fd, made = mkdirat(st->fd, sub[i], 0700) == 0;
 
-		if (mkdirat(st->fd, sub[i], 0700) < 0 && errno != EEXIST) {
+		if (!made && errno != EEXIST) {
 			*why = wk_asprintf("mkdir %s/%s: %s", st->path, sub[i], strerror(errno));
 			return -1;
 		}
 		fd = openat(st->fd, sub[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd >= 0 && made && fchmod(fd, 0700) < 0) {
+			close(fd);
+			fd = -1;
+		}
 		if (fd < 0) {
 			*why = wk_asprintf("%s/%s: %s", st->path, sub[i], strerror(errno));
 			return -1;
@@ -429,6 +434,14 @@ int wk_lock_try(int dirfd, const char *name, int how, int create, int *fdp)
 	fd = openat(dirfd, name, flags, 0600);
 	if (fd < 0)
 		return -1;
+	/* Leases and attempt locks are ours alone: 0600, whatever the umask. */
+	if (create && fchmod(fd, 0600) < 0) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
 	while (flock(fd, how | LOCK_NB) < 0) {
 		int e = errno;
 

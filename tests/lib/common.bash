@@ -1,7 +1,8 @@
 # tests/lib/common.bash - shared by every bats suite in tests/e2e.
 #
 # Each test gets a fresh directory $T with its own HOME, XDG dirs, a
-# simulated GPU fixture ($FAKE_GPU_DIR, read by tests/fake-nvidia-smi)
+# simulated GPU fixture ($FAKE_GPU_DIR, read by tests/fake-nvidia-smi
+# and by the fake NVML library, see use_fake_nvml)
 # and a config ($T/config.yaml, one local node) whose spool is $T/spool.
 # The binaries under test come from $CB_BUILD (set by tests/run).
 
@@ -21,6 +22,14 @@ setup_common() {
 	export PATH=$CB_BUILD:$FAKE_GPU_DIR/bin:$PATH
 	export CARDBATON_WORKER=$CB_BUILD/cardbaton-worker
 	export STATE=$HOME/.local/state/sshgpu-queue
+	# The worker asks NVML before nvidia-smi: never the machine's own
+	# driver library here.  CB_TEST_NVML=fake (or fake-old) runs a whole
+	# suite through the fake NVML library before the fake nvidia-smi.
+	case ${CB_TEST_NVML:-} in
+	fake) use_fake_nvml ;;
+	fake-old) use_fake_nvml old ;;
+	*) export CARDBATON_NVML=off ;;
+	esac
 	# Four idle cards by default.
 	fake_gpus \
 		"0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA Fake A100, 0, 81920, 0" \
@@ -30,6 +39,14 @@ setup_common() {
 	: > "$FAKE_GPU_DIR/apps.csv"
 	cd "$T" || return 1
 	printf 'spool: ./spool\nnodes:\n  local:\n    local: true\n' > "$T/config.yaml"
+}
+
+# use_fake_nvml [old]: the worker asks the fake NVML library
+# (tests/fake-nvml/, the same fixtures as the fake nvidia-smi) first;
+# "old" is the one of a pre-R510 driver.  CARDBATON_NVML=off: nvidia-smi
+# alone (setup_common's default).
+use_fake_nvml() {
+	export CARDBATON_NVML=$CB_BUILD/tests/fake-nvml${1:+-$1}/libnvidia-ml.so.1
 }
 
 # fake_gpus LINE... : replace gpus.csv ("index, uuid, name, memory.used,

@@ -199,6 +199,18 @@ static void test_json(void)
 	CHECK_STR(jd.name, "\xc3\xa9t\xc3\xa9 \xf0\x9f\x98\x80");
 	jobdef_free(&jd);
 
+	/* Raw characters JSON allows in strings and YAML does not (DEL, C1,
+	 * U+FFFE/FFFF) or reads as line breaks (NEL, U+2028/9), as cJSON
+	 * writes them for `submit` (found by tests/fuzz/fuzz_jobfile). */
+	CHECK(parse("{\"command\": [\"a\x7f" "b\xc2\x80\xc2\x85\xc2\x9f \xe2\x80\xa8\xe2\x80\xa9"
+		    "\xef\xbf\xbe\xef\xbf\xbf\"], \"cwd\": \"\x7f\"}", &jd) == 0);
+	CHECK(jd.argc == 1);
+	if (jd.argc == 1)
+		CHECK_STR(jd.argv[0], "a\x7f" "b\xc2\x80\xc2\x85\xc2\x9f \xe2\x80\xa8\xe2\x80\xa9"
+			  "\xef\xbf\xbe\xef\xbf\xbf");
+	CHECK_STR(jd.cwd, "\x7f");
+	jobdef_free(&jd);
+
 	/* Pretty JSON; errors get JSON lines right too. */
 	CHECK(parse("{\n  \"command\": \"true\",\n  \"gpus\": [3]\n}\n", &jd) == 0);
 	CHECK_STR(jd.shell, "true");

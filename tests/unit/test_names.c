@@ -63,6 +63,11 @@ static void names(void)
 	CHECK(attempt_id_parse("3fa9c2d1-42", sid, &s, &n) < 0);
 	CHECK(attempt_id_parse("3fa9c2dX-42-1", sid, &s, &n) < 0);
 	CHECK(attempt_id_parse("3fa9c2d1-/-1", sid, &s, &n) < 0);
+	/* Only the canonical form (found by tests/fuzz/fuzz_names). */
+	CHECK(attempt_id_parse("3fa9c2d1-42-00", sid, &s, &n) < 0);
+	CHECK(attempt_id_parse("3fa9c2d1-042-0", sid, &s, &n) < 0);
+	CHECK(attempt_id_parse("3fa9c2d1-42--0", sid, &s, &n) < 0);
+	CHECK(attempt_id_parse("3fa9c2d1-42-10", sid, &s, &n) == 0 && s == 42 && n == 10);
 	free(a);
 }
 
@@ -140,6 +145,25 @@ static void records(void)
 
 	CHECK(job_from_json("{\"id\": \"../1\"}", 14, &k, &err) < 0);
 	CHECK(job_from_json("not json", 8, &k, &err) < 0);
+	/* Numbers out of range or not integers (found by tests/fuzz/fuzz_record:
+	 * the cast of 1e300 was undefined). */
+	{
+		static const char *const bad[] = {
+			"{\"id\":\"5\",\"rev\":1e300,\"state\":\"queued\",\"priority\":0,\"job\":{},\"attempts\":[]}",
+			"{\"id\":\"5\",\"rev\":9223372036854775808,\"state\":\"queued\",\"priority\":0,\"job\":{},\"attempts\":[]}",
+			"{\"id\":\"5\",\"rev\":1,\"state\":\"queued\",\"priority\":0,\"submitted_ms\":-1e19,\"job\":{},\"attempts\":[]}",
+			"{\"id\":\"5\",\"rev\":1.5,\"state\":\"queued\",\"priority\":0,\"job\":{},\"attempts\":[]}",
+			"{\"id\":\"5\",\"rev\":1,\"state\":\"queued\",\"priority\":0,\"job\":{},\"attempts\":"
+			"[{\"n\":0,\"id\":\"a\",\"state\":\"running\",\"gpus\":[1.5]}]}",
+		};
+
+		for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+			CHECK(job_from_json(bad[i], strlen(bad[i]), &k, &err) < 0);
+		CHECK(job_from_json("{\"id\":\"5\",\"rev\":9007199254740992,\"state\":\"queued\","
+				    "\"priority\":0,\"job\":{},\"attempts\":[]}", 86, &k, &err) == 0 &&
+		      k.rev == 9007199254740992LL);
+		job_free(&k);
+	}
 	cb_err_free(&err);
 }
 

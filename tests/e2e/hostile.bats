@@ -1,0 +1,735 @@
+#!/usr/bin/env bats
+# hostile.bats - the hostile input catalogue (issue 5, item 5).
+#
+# Every way a job file, a flag, a job or attempt ID, or a stray file in
+# the spool can be wrong, each with what CardBaton must do about it:
+# one clear line (`file:line: key: problem` for job files), a
+# documented exit code (64 usage, 65 bad data, 66 no such job), nothing
+# followed, nothing blocked on, nothing lost, and the daemon serving on.
+# Job files are tried at both entry points: `cardbaton submit --job`
+# and a file dropped into new/ for the daemon (`--once` accepts new/
+# and exits, so no test waits for a background daemon unless it must).
+# The limits these tests rely on are in cardbaton(5) and the README.
+
+load ../lib/common
+
+bats_require_minimum_version 1.5.0
+export BATS_TEST_TIMEOUT=${BATS_TEST_TIMEOUT:-90}
+
+setup() {
+	setup_common
+	C=$T/config.yaml
+}
+
+teardown() {
+	teardown_common
+}
+
+sub() { cardbaton-submit --config "$C" "$@"; }
+st() { cardbaton-status --config "$C" "$@"; }
+once() { cardbaton-spoold --config "$C" --once >>"$T/daemon.log" 2>&1; }
+
+# failed CODE PROG: the last `run --separate-stderr` exited CODE with
+# exactly one line on stderr, "PROG: ...".
+failed() {
+	if [ "$status" -ne "$1" ]; then
+		echo "exit $status, expected $1; stderr: $stderr" >&2
+		return 1
+	fi
+	if [ "${#stderr_lines[@]}" -ne 1 ] || [[ ${stderr_lines[0]} != "$2: "* ]]; then
+		echo "stderr is not one '$2: ' line: $stderr" >&2
+		return 1
+	fi
+}
+
+# says TEXT: the last stderr is exactly TEXT.
+says() {
+	[ "$stderr" = "$1" ] || { echo "stderr: $stderr"$'\n'"wanted: $1" >&2; return 1; }
+}
+
+# make_spool: create the spool (as the daemon would) with no job in it.
+make_spool() { [ -d "$T/spool/new" ] || once; }
+
+# drop FILE: copy $T/FILE into new/ the way LAYOUT.md §4 says (tmp/,
+# then rename), under the same name, so that the daemon's reason and
+# submit's message name it alike.
+drop() {
+	make_spool
+	cp "$T/$1" "$T/spool/tmp/$1"
+	mv "$T/spool/tmp/$1" "$T/spool/new/$1"
+}
+
+# refused FILE LINE: `submit --job FILE` exits 65 with exactly
+# "cardbaton-submit: LINE", and FILE dropped into new/ is queued for
+# the check by rejected_as (after a daemon pass).
+refused() {
+	run --separate-stderr sub --job "$1"
+	failed 65 cardbaton-submit
+	says "cardbaton-submit: $2"
+	drop "$1"
+}
+
+# reason ORIG: the reason the daemon wrote for the file dropped as ORIG.
+reason() {
+	local f
+	f=$(grep -lx "original name: $1" "$T"/spool/rejected/*.reason) || return 1
+	sed -n 's/^reason: //p' "$f"
+}
+
+# rejected_as ORIG LINE: the file dropped as ORIG was rejected with the
+# reason LINE, and is kept beside it.
+rejected_as() {
+	local got f
+	got=$(reason "$1") || { echo "$1 was not rejected" >&2; return 1; }
+	[ "$got" = "$2" ] || { echo "$1: reason '$got', wanted '$2'" >&2; return 1; }
+	f=$(grep -lx "original name: $1" "$T"/spool/rejected/*.reason)
+	[ -e "${f%.reason}.job" ] || [ -L "${f%.reason}.job" ]
+}
+
+# nothing_queued: no job was accepted (new/ and incoming/ empty too).
+nothing_queued() {
+	[ -z "$(ls -A "$T/spool/queued" "$T/spool/new" "$T/spool/incoming" 2>/dev/null | grep -v ':$' | grep .)" ]
+}
+
+asan() { ldd "$CB_BUILD/cardbaton-submit" 2>/dev/null | grep -q libasan; }
+
+# ---- names, IDs and paths -----------------------------------------------------
+
+@test "job IDs that are not IDs (../../x, 1/../2, '', -1, 0, 1e3, 0x10, 10^10, ' 5') are 64 for every tool, nothing written" {
+	for tool in status cancel logs promote pause resume; do
+		for id in ../../x 1/../2 '' -1 0 1e3 0x10 10000000000 ' 5' '5/' '5.job' \
+			"$(head -c 40 /dev/zero | tr '\0' 1)"; do
+			run --separate-stderr "cardbaton-$tool" --config "$C" -- "$id"
+			failed 64 "cardbaton-$tool"
+			says "cardbaton-$tool: '$id' is not a job ID (1 to 9999999999)"
+		done
+	done
+	# IDs inside flags: an attempt number, a priority.
+	for a in ../1 -1 1e3 99999999999999999999; do
+		run --separate-stderr cardbaton-logs --config "$C" --attempt "$a" 1
+		failed 64 cardbaton-logs
+		[[ $stderr == *"--attempt: '$a' is not an integer"* ]]
+	done
+	for p in 99999999999999999999 100000000 1e9 0x10 '' ' 5'; do
+		run --separate-stderr cardbaton-promote --config "$C" --priority "$p" 1
+		failed 64 cardbaton-promote
+		[[ $stderr == *"--priority: '$p' is not an integer"* ]]
+	done
+	# Nothing was created: not even the spool.
+	[ ! -e "$T/spool" ]
+}
+
+@test "attempt IDs: a record whose attempt ID is not [0-9a-f-] is invalid; the worker refuses such IDs" {
+	make_spool
+	sid=$(cut -c1-8 "$T/spool/id")
+	mkdir -p "$T/victim"
+	for bad in "../../../victim" "$sid-5-0/../x" "$sid-5-0/" "" "$(head -c 65 /dev/zero | tr '\0' a)"; do
+		rm -f "$T/spool/running/"*
+		printf '{"id": "5", "rev": 1, "state": "running", "reason": "by hand", "priority": 0,
+		  "job": {"command": ["sleep", "5"]},
+		  "attempts": [{"n": 0, "id": "%s", "node": "local", "gpus": [0], "state": "running"}]}\n' \
+			"$bad" > "$T/spool/running/0000000005.job"
+		for tool in status logs cancel pause; do
+			run --separate-stderr "cardbaton-$tool" --config "$C" 5
+			failed 65 "cardbaton-$tool"
+			says "cardbaton-$tool: $T/spool/running/0000000005.job: not a valid job record"
+		done
+	done
+	# Nothing reached ctl/ (the request is written only for a valid job).
+	[ -z "$(ls "$T/spool/ctl")" ]
+	# The daemon leaves the record alone, with one line, and serves on.
+	id=$(sub --gpu-count 0 -- true)
+	once
+	wait_for 10 '[ -e "$T/spool/done/$(printf %010d "$id").job" ] || { once; false; }'
+	[ "$(grep -c 'running/0000000005.job: not a valid job record' "$T/daemon.log")" -ge 1 ]
+	[ -e "$T/spool/running/0000000005.job" ]
+	# The worker itself never takes such an ID as a path.
+	for bad in ../victim "$sid-5-0/../../victim" . .. ''; do
+		for cmd in log cancel pause; do
+			run --separate-stderr cardbaton-worker -d "$STATE" "$cmd" "$bad"
+			[ "$status" -eq 66 ] || [ "$status" -eq 64 ]
+		done
+		run cardbaton-worker -d "$STATE" status "$bad"
+		[ "$status" -eq 0 ]
+		[[ $output == *"state unknown"* ]]
+	done
+	[ -z "$(ls -A "$T/victim")" ]
+}
+
+@test "a job name with '/' and '..' is free text: shown as given, never a path" {
+	make_spool
+	a=$(sub --name '../../x/y' --gpu-count 0 -- true)
+	printf 'command: [true]\ngpu_count: 0\nname: "/etc/passwd/../.."\n' > named.job
+	drop named.job
+	once
+	st --json --all | json '[j["name"] for j in d["jobs"]]' | grep -qF '"../../x/y"'
+	st --json --all | json '[j["name"] for j in d["jobs"]]' | grep -qF '"/etc/passwd/../.."'
+	[ "$(st --json "$a" | json 'd["jobs"][0]["name"]')" = "../../x/y" ]
+	# Nothing was made from the name anywhere.
+	[ ! -e "$T/../x" ] && [ ! -e "$T/x" ] && [ ! -e "$T/spool/x" ]
+	! find "$T/spool" "$STATE" -name 'y' -o -name 'passwd' | grep -q .
+}
+
+@test "--node and node: with '/', '..', a leading '-' or empty are refused (64 flag, 65 file, rejected in new/)" {
+	for n in ../x a/b ./ -oProxyCommand=x "$(head -c 65 /dev/zero | tr '\0' a)"; do
+		run --separate-stderr sub --node "$n" -- true
+		failed 64 cardbaton-submit
+		[[ $stderr == "cardbaton-submit: --node: '$n' "* ]]
+	done
+	run --separate-stderr sub --node '' -- true
+	failed 64 cardbaton-submit
+	# '..' is a well-formed node name (it never names a path): unknown.
+	run --separate-stderr sub --node .. -- true
+	failed 65 cardbaton-submit
+	says "cardbaton-submit: unknown node '..' (not in $C)"
+	printf 'command: [true]\nnode: ../x\n' > dotdot.job
+	refused dotdot.job "dotdot.job:2: node: must be a node name (1 to 64 of A-Z a-z 0-9 . _ -)"
+	printf 'command: [true]\nnode: "a/b"\n' > slash.job
+	refused slash.job "slash.job:2: node: must be a node name (1 to 64 of A-Z a-z 0-9 . _ -)"
+	printf 'command: [true]\nnode: -x\n' > dash.job
+	refused dash.job "dash.job:2: node: must not begin with '-'"
+	printf 'command: [true]\nnode: ""\n' > empty.job
+	refused empty.job "empty.job:2: node: must be a node name (1 to 64 of A-Z a-z 0-9 . _ -)"
+	once
+	rejected_as dotdot.job "dotdot.job:2: node: must be a node name (1 to 64 of A-Z a-z 0-9 . _ -)"
+	rejected_as slash.job "slash.job:2: node: must be a node name (1 to 64 of A-Z a-z 0-9 . _ -)"
+	rejected_as dash.job "dash.job:2: node: must not begin with '-'"
+	rejected_as empty.job "empty.job:2: node: must be a node name (1 to 64 of A-Z a-z 0-9 . _ -)"
+	nothing_queued
+}
+
+@test "an unknown node or GPU index: submit 65 naming it; in new/ rejected naming it" {
+	run --separate-stderr sub --node nowhere -- true
+	failed 65 cardbaton-submit
+	says "cardbaton-submit: unknown node 'nowhere' (not in $C)"
+	printf 'command: [true]\nnode: nowhere\n' > node.job
+	refused node.job "unknown node 'nowhere' (not in $C)"
+	# Above the largest index any node may have.
+	run --separate-stderr sub --gpus 1024 -- true
+	failed 64 cardbaton-submit
+	printf 'command: [true]\ngpus: [1024]\n' > big.job
+	refused big.job "big.job:2: gpus[0]: must be between 0 and 1023"
+	# Outside the node's gpus: list.
+	printf 'spool: ./spool\nnodes:\n  local:\n    local: true\n    gpus: [0, 1]\n' > "$C"
+	run --separate-stderr sub --node local --gpus 2 -- true
+	failed 65 cardbaton-submit
+	[[ $stderr == *"node 'local'"*"gpus"* ]]
+	printf 'command: [true]\nnode: local\ngpus: [0, 3]\n' > list.job
+	refused list.job "node 'local': pinned GPUs are not in its gpus: list"
+	printf 'command: [true]\ngpus: [3]\n' > anynode.job
+	refused anynode.job "no node in $C may use the pinned GPUs"
+	printf 'command: [true]\ngpu_count: 3\n' > count.job
+	refused count.job "no node in $C has 3 eligible GPUs"
+	once
+	rejected_as node.job "node: unknown node 'nowhere'"
+	rejected_as big.job "big.job:2: gpus[0]: must be between 0 and 1023"
+	rejected_as list.job "gpus: GPU 3 is not in node local's gpus list"
+	rejected_as anynode.job "gpus: no node may use GPU 3"
+	rejected_as count.job "gpu_count: no node has 3 eligible GPUs"
+	nothing_queued
+}
+
+@test "a pinned GPU index no node has: the job waits, and its reason says so" {
+	printf 'spool: ./spool\nnodes:\n  local:\n    local: true\n' > "$C"
+	id=$(sub --gpus 7 -- true)
+	other=$(sub --gpus 1 -- true)
+	once
+	wait_for 10 '[ -e "$T/spool/done/$(printf %010d "$other").job" ] || { once; false; }'
+	[ "$(st --json "$id" | json 'd["jobs"][0]["state"]')" = queued ]
+	[ "$(st --json "$id" | json 'd["jobs"][0]["reason"]')" = "waiting: no node has GPU 7 (local has 0-3)" ]
+}
+
+@test "a job asking for more cards than any node has holds nothing: the jobs behind it run, even in strict priority order" {
+	printf 'spool: ./spool\nreserve_after_seconds: 0\nnodes:\n  local:\n    local: true\n' > "$C"
+	big=$(sub --priority 10 --gpu-count 5 -- true)
+	small=$(sub --gpu-count 4 -- true)
+	once
+	wait_for 10 '[ -e "$T/spool/done/$(printf %010d "$small").job" ] || { once; false; }'
+	[ "$(st --json "$big" | json 'd["jobs"][0]["reason"]')" = "waiting: no node has 5 eligible GPUs (local has 0-3)" ]
+	grep -q "job $big: waiting: no node has 5 eligible GPUs" "$T/daemon.log"
+}
+
+# ---- numbers ------------------------------------------------------------------
+
+@test "integers: overflow, negative, float, exponent, string, hex, octal, sign, leading zeros are 65 file:line: key; rejected in new/" {
+	make_spool
+	i=0
+	for key in priority gpu_count timeout_seconds checkpoint_grace_seconds gpus; do
+		case $key in
+		priority) lo=-99999999 hi=99999999 ;;
+		gpu_count) lo=0 hi=1024 ;;
+		gpus) lo=0 hi=1023 ;;
+		*) lo=0 hi=315360000 ;;
+		esac
+		for v in 99999999999999999999 -99999999999999999999 1e9 1.5 '"5"' 0x10 0o17 +5 05 .inf .nan \
+			9223372036854775808 -9223372036854775809 $((hi + 1)) $((lo - 1)); do
+			i=$((i + 1))
+			f=int$i.job
+			if [ "$key" = gpus ]; then
+				printf 'command: [true]\ngpus: [%s]\n' "$v" > "$f"
+				k='gpus[0]'
+			else
+				printf 'command: [true]\n%s: %s\n' "$key" "$v" > "$f"
+				k=$key
+			fi
+			case $v in
+			05) why="must be an integer without leading zeros" ;;
+			*[!0-9-]*|'"5"') why="must be an integer" ;;
+			*) why="must be between $lo and $hi" ;;
+			esac
+			refused "$f" "$f:2: $k: $why"
+			printf '%s\n' "$f:2: $k: $why" > "$f.want"
+		done
+	done
+	once
+	for w in int*.job.want; do
+		rejected_as "${w%.want}" "$(cat "$w")"
+	done
+	nothing_queued
+	# The same values as flags are usage errors naming the flag.
+	for flag in --priority --gpu-count --timeout --gpus; do
+		for v in 99999999999999999999 1e9 1.5 0x10 +5 ' 5' ''; do
+			run --separate-stderr sub "$flag" "$v" -- true
+			failed 64 cardbaton-submit
+			[[ $stderr == "cardbaton-submit: $flag: "* ]]
+		done
+	done
+	# The bounds themselves are fine.
+	printf 'command: [true]\npriority: -99999999\ntimeout_seconds: 315360000\ngpu_count: 0\n' > edge.job
+	sub --job edge.job >/dev/null
+	sub --priority 99999999 --gpus 1023 --timeout 0 -- true >/dev/null
+}
+
+# ---- command, cwd, env ----------------------------------------------------------
+
+@test "command: empty, null, a mapping, nested, an empty first word or a NUL are refused; scalars in the list are their text" {
+	printf 'command: []\n' > c1.job
+	refused c1.job "c1.job:1: command: must not be empty"
+	printf 'command: ~\n' > c2.job
+	refused c2.job "c2.job:1: command: must be a list of strings or a string"
+	printf 'command: {a: b}\n' > c3.job
+	refused c3.job "c3.job:1: command: must be a list of strings or a string"
+	printf 'command: [[a, b]]\n' > c4.job
+	refused c4.job "c4.job:1: command[0]: must be a string"
+	printf 'command: ["", x]\n' > c5.job
+	refused c5.job "c5.job:1: command[0]: must not be empty"
+	printf 'command: ""\n' > c6.job
+	refused c6.job "c6.job:1: command: must not be empty"
+	printf 'command: [echo, "a\\0b"]\n' > c7.job
+	refused c7.job "c7.job:1: command[1]: must not contain a NUL character"
+	printf 'command: [echo, {a: 1}]\n' > c8.job
+	refused c8.job "c8.job:1: command[1]: must be a string"
+	printf 'command: [echo, null]\n' > c9.job
+	refused c9.job "c9.job:1: command[1]: must be a string"
+	printf 'gpu_count: 0\n' > c10.job
+	refused c10.job "c10.job: command: missing"
+	once
+	for n in 1 2 3 4 5 6 7 8 9 10; do
+		[ -n "$(reason "c$n.job")" ]
+	done
+	rejected_as c7.job "c7.job:1: command[1]: must not contain a NUL character"
+	rejected_as c10.job "c10.job: command: missing"
+	nothing_queued
+	# The only empty word that matters is the first.
+	run --separate-stderr sub -- '' x
+	failed 64 cardbaton-submit
+	# Plain scalars in a list are taken as their text ([sleep, 10]).
+	id=$(sub --job <(printf 'command: [sh, -c, "echo $0 $1 > %s", 1, true]\ngpu_count: 0\n' "$T/out"))
+	once
+	wait_for 10 '[ -s "$T/out" ] && { once; [ -e "$T/spool/done/$(printf %010d "$id").job" ]; }'
+	[ "$(cat "$T/out")" = "1 true" ]
+}
+
+@test "a cwd that does not exist on the node fails the job with reason 'cwd DIR: ...'; nothing else is affected" {
+	start_daemon
+	bad=$(sub --cwd "$T/no/such/dir" --gpu-count 0 -- true)
+	file=$(sub --cwd "$C" --gpu-count 0 -- true)
+	good=$(sub --cwd "$T" --gpu-count 0 -- sh -c 'pwd > out')
+	for id in $bad $file $good; do
+		wait_for 15 '[ -e "$T/spool/done/$(printf %010d "$id").job" ]'
+	done
+	[ "$(st --json "$bad" | json 'd["jobs"][0]["state"]')" = failed ]
+	[ "$(st --json "$bad" | json 'd["jobs"][0]["reason"]')" = "cwd $T/no/such/dir: No such file or directory" ]
+	[ "$(st --json "$file" | json 'd["jobs"][0]["reason"]')" = "cwd $C: Not a directory" ]
+	[ "$(st --json "$good" | json 'd["jobs"][0]["state"]')" = succeeded ]
+	[ "$(cat "$T/out")" = "$T" ]
+	kill -0 "$DAEMON_PID"
+}
+
+@test "env: names with '=', NUL, empty or a digit first, values with NUL, a list or null: refused; flags 64" {
+	printf 'command: [true]\nenv: {"A=B": x}\n' > e1.job
+	refused e1.job "e1.job:2: env.A=B: not a valid variable name"
+	printf 'command: [true]\nenv: {"": x}\n' > e2.job
+	refused e2.job "e2.job:2: env.: not a valid variable name"
+	printf 'command: [true]\nenv: {"A\\0B": x}\n' > e3.job
+	refused e3.job "e3.job:2: env: keys must be strings"
+	printf 'command: [true]\nenv: {A: "x\\0y"}\n' > e4.job
+	refused e4.job "e4.job:2: env.A: must not contain a NUL character"
+	printf 'command: [true]\nenv: {1A: x}\n' > e5.job
+	refused e5.job "e5.job:2: env.1A: not a valid variable name"
+	printf 'command: [true]\nenv: [A=1]\n' > e6.job
+	refused e6.job "e6.job:2: env: must be a mapping"
+	printf 'command: [true]\nenv: {A: ~}\n' > e7.job
+	refused e7.job "e7.job:2: env.A: must be a string"
+	printf 'command: [true]\nenv: {A: 1, A: 2}\n' > e8.job
+	refused e8.job "e8.job:2: env.A: duplicate key"
+	printf 'command: [true]\nenv: {"A B": x}\n' > e9.job
+	refused e9.job "e9.job:2: env.A B: not a valid variable name"
+	once
+	for n in 1 2 3 4 5 6 7 8 9; do
+		[ -n "$(reason "e$n.job")" ]
+	done
+	rejected_as e1.job "e1.job:2: env.A=B: not a valid variable name"
+	rejected_as e4.job "e4.job:2: env.A: must not contain a NUL character"
+	nothing_queued
+	for e in =x A '=' '1A=x' 'A B=x' "$(printf 'A\tB=x')"; do
+		run --separate-stderr sub --env "$e" -- true
+		failed 64 cardbaton-submit
+		[[ $stderr == "cardbaton-submit: --env: "* ]]
+	done
+	# A value may hold '=' and anything but NUL.
+	id=$(sub --gpu-count 0 --env 'A=b=c' --env "B=$(printf 'x\ny')" -- sh -c 'printf "%s|%s" "$A" "$B" > "$0"' "$T/out")
+	start_daemon
+	wait_for 10 '[ -s "$T/out" ]'
+	[ "$(cat "$T/out")" = "b=c|$(printf 'x\ny')" ]
+}
+
+# ---- YAML ---------------------------------------------------------------------
+
+@test "YAML anchors and aliases (billion laughs) are refused at the first anchor, in bounded memory" {
+	{
+		printf 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
+		p=a
+		for n in b c d e f g h i j; do
+			printf '%s: &%s [*%s,*%s,*%s,*%s,*%s,*%s,*%s,*%s,*%s]\n' $n $n $p $p $p $p $p $p $p $p $p
+			p=$n
+		done
+		printf 'command: [true]\n'
+	} > laughs.job
+	# An alias without an anchor, and an anchor on the command itself.
+	printf 'command: *x\n' > alias.job
+	printf 'command: &c [true]\nname: c\n' > anchor.job
+	printf '{"command": ["true"], "env": {"A": &v "x", "B": *v}}\n' > json.job
+	if ! asan; then
+		# Refused without building the graph: well under 64 MiB.
+		run --separate-stderr bash -c "ulimit -v 65536; cardbaton-submit --config '$C' --job laughs.job"
+		failed 65 cardbaton-submit
+	fi
+	refused laughs.job "laughs.job:1: anchors and aliases are not allowed"
+	run --separate-stderr sub --job alias.job
+	failed 65 cardbaton-submit
+	[[ $stderr == "cardbaton-submit: alias.job:1: "* ]]
+	drop alias.job
+	refused anchor.job "anchor.job:1: anchors and aliases are not allowed"
+	refused json.job "json.job:1: anchors and aliases are not allowed"
+	once
+	rejected_as laughs.job "laughs.job:1: anchors and aliases are not allowed"
+	rejected_as anchor.job "anchor.job:1: anchors and aliases are not allowed"
+	[[ $(reason alias.job) == "alias.job:1: "* ]]
+	nothing_queued
+}
+
+@test "10^5 levels of [ or { are refused: nesting deeper than 16 levels" {
+	{ printf 'command: '; head -c 100000 /dev/zero | tr '\0' '['; head -c 100000 /dev/zero | tr '\0' ']'; echo; } > seq.job
+	{ printf 'command: '; yes '{a: ' | head -n 100000 | tr -d '\n'; echo; } > mapd.job
+	{ head -c 100000 /dev/zero | tr '\0' '{'; echo; } > open.job
+	{ printf '{"command": '; head -c 100000 /dev/zero | tr '\0' '['; printf '"x"'; head -c 100000 /dev/zero | tr '\0' ']'; echo '}'; } > deep.json.job
+	# Block style: 17 levels of "- " nested lists.
+	{ printf 'command:\n'; for i in $(seq 0 17); do printf '%*s- \n' $((i * 2 + 2)) ''; done; } > block.job
+	if ! asan; then
+		run --separate-stderr bash -c "ulimit -v 65536; cardbaton-submit --config '$C' --job seq.job"
+		failed 65 cardbaton-submit
+	fi
+	refused seq.job "seq.job:1: nesting deeper than 16 levels"
+	refused mapd.job "mapd.job:1: nesting deeper than 16 levels"
+	refused open.job "open.job:1: nesting deeper than 16 levels"
+	refused deep.json.job "deep.json.job:1: nesting deeper than 16 levels"
+	run --separate-stderr sub --job block.job
+	failed 65 cardbaton-submit
+	[[ $stderr == *"nesting deeper than 16 levels" ]]
+	drop block.job
+	once
+	for f in seq mapd open deep.json; do
+		rejected_as "$f.job" "$f.job:1: nesting deeper than 16 levels"
+	done
+	[[ $(reason block.job) == *"nesting deeper than 16 levels" ]]
+	nothing_queued
+}
+
+@test "several documents in one file are refused: more than one document; an end marker alone is fine" {
+	printf 'command: [true]\n---\ncommand: [false]\n' > two.job
+	refused two.job "two.job:2: more than one document"
+	printf -- '---\ncommand: [true]\n...\n---\n' > empty2.job
+	refused empty2.job "empty2.job:4: more than one document"
+	printf '{"command": ["true"]}\n---\n{"command": ["false"]}\n' > json2.job
+	refused json2.job "json2.job:2: more than one document"
+	printf -- '---\ncommand: [true]\ngpu_count: 0\n...\n' > one.job
+	sub --job one.job >/dev/null
+	drop one.job
+	once
+	rejected_as two.job "two.job:2: more than one document"
+	rejected_as empty2.job "empty2.job:4: more than one document"
+	rejected_as json2.job "json2.job:2: more than one document"
+	[ -z "$(reason one.job)" ]
+}
+
+@test "NUL bytes, invalid UTF-8 and UTF-16 are refused naming the offset; a UTF-8 byte order mark is accepted" {
+	printf 'command: [true]\nname: a\0b\n' > nul.job
+	refused nul.job "nul.job: contains a NUL byte (offset 23)"
+	printf 'command: [true]\nname: "\xff"\n' > ff.job
+	refused ff.job "ff.job: not valid UTF-8: invalid leading UTF-8 octet (byte 0xff at offset 23)"
+	printf 'command: [true]\nname: "\xc0\xaf"\n' > overlong.job
+	refused overlong.job "overlong.job: not valid UTF-8: invalid length of a UTF-8 sequence (byte 0xc0 at offset 23)"
+	printf 'command: [true]\nname: "\xed\xa0\x80"\n' > surrogate.job
+	refused surrogate.job "surrogate.job: not valid UTF-8: invalid Unicode character U+D800 (byte 0xed at offset 23)"
+	printf 'command: [true]\nname: "\xe2\x82"\n' > cut.job
+	refused cut.job "cut.job: not valid UTF-8: invalid trailing UTF-8 octet (byte 0x22 at offset 25)"
+	printf 'command: [true]\n' | iconv -t UTF-16 > utf16.job
+	refused utf16.job "utf16.job: not valid UTF-8: UTF-16 byte order mark"
+	printf 'command: [true]\n' | iconv -t UTF-16BE > utf16be.job
+	refused utf16be.job "utf16be.job: contains a NUL byte (offset 0)"
+	printf 'command: [true]\nname: "\x01"\n' > ctl.job
+	refused ctl.job "ctl.job: control characters are not allowed (U+0001 at offset 23)"
+	# A UTF-8 byte order mark at the start is accepted (YAML allows it),
+	# in YAML and in JSON.
+	printf '\xef\xbb\xbfcommand: [true]\nname: bom\ngpu_count: 0\n' > bom.job
+	printf '\xef\xbb\xbf{"command": ["true"], "name": "bomj", "gpu_count": 0}' > bomj.job
+	a=$(sub --job bom.job)
+	b=$(sub --job bomj.job)
+	[ "$(st --json "$a" | json 'd["jobs"][0]["name"]')" = bom ]
+	[ "$(st --json "$b" | json 'd["jobs"][0]["name"]')" = bomj ]
+	drop bom.job
+	drop bomj.job
+	once
+	for f in nul ff overlong surrogate cut utf16 utf16be ctl; do
+		[ "$(reason "$f.job")" = "$(sub --job "$f.job" 2>&1 | sed 's/^cardbaton-submit: //')" ]
+	done
+	[ -z "$(reason bom.job)" ] && [ -z "$(reason bomj.job)" ]
+	[ "$(st --json --all | json 'sorted(j["name"] for j in d["jobs"])')" = '["bom", "bom", "bomj", "bomj"]' ]
+}
+
+# ---- sizes ----------------------------------------------------------------------
+
+@test "huge: a 100 MB file in new/ is rejected unread; 100 MB or endless --job input is 65" {
+	make_spool
+	truncate -s 100M "$T/spool/tmp/huge.job"
+	mv "$T/spool/tmp/huge.job" "$T/spool/new/huge.job"
+	truncate -s 100M huge.job
+	run --separate-stderr sub --job huge.job
+	failed 65 cardbaton-submit
+	says "cardbaton-submit: huge.job: larger than 1048576 bytes"
+	run --separate-stderr sub --job /dev/zero
+	failed 65 cardbaton-submit
+	says "cardbaton-submit: /dev/zero: larger than 1048576 bytes"
+	run --separate-stderr bash -c "yes 'command: [true]' | cardbaton-submit --config '$C' --job -"
+	failed 65 cardbaton-submit
+	# One byte over the limit is refused; exactly at it is accepted.
+	{ printf 'command: [true]\n'; head -c $((1048576 - 16)) /dev/zero | tr '\0' '#'; } > limit.job
+	{ cat limit.job; echo; } > over.job
+	run --separate-stderr sub --job over.job
+	failed 65 cardbaton-submit
+	drop over.job
+	once
+	rejected_as huge.job "is larger than 1 MiB"
+	rejected_as over.job "is larger than 1 MiB"
+	nothing_queued
+	[ "$(wc -c < limit.job)" -eq 1048576 ]
+	sub --job limit.job >/dev/null
+}
+
+@test "huge fields: a value over 64 KiB, 4097 arguments or env entries, 100k env entries: refused quickly, flags 64" {
+	big=$(head -c 65537 /dev/zero | tr '\0' x)
+	printf 'command: [echo, "%s"]\n' "$big" > arg.job
+	refused arg.job "arg.job:1: value longer than 65536 bytes"
+	python3 -c 'import json; print(json.dumps({"command": ["true"] + ["a"] * 4096}))' > args.job
+	refused args.job "args.job:1: command: more than 4096 items"
+	python3 -c 'import json; print(json.dumps({"command": ["true"], "env": {"V%d" % i: "x" for i in range(4097)}}))' > env.job
+	refused env.job "env.job:1: env: more than 4096 entries"
+	# 100k entries fit in 1 MiB of YAML: the value count stops them.
+	python3 -c '
+import itertools, string
+print("command: [true]\nenv:")
+for k in itertools.islice(itertools.product(string.ascii_letters, repeat=3), 100000):
+    print(" %s: x" % "".join(k))' > env100k.job
+	[ "$(wc -c < env100k.job)" -lt 1048576 ]
+	run --separate-stderr sub --job env100k.job
+	failed 65 cardbaton-submit
+	# Value 65537: the root, command, its list and word, env, its
+	# mapping (6), then two per entry: the key of entry 32766, line 32768.
+	says "cardbaton-submit: env100k.job:32768: too many values (more than 65536)"
+	drop env100k.job
+	once
+	rejected_as arg.job "arg.job:1: value longer than 65536 bytes"
+	rejected_as args.job "args.job:1: command: more than 4096 items"
+	rejected_as env.job "env.job:1: env: more than 4096 entries"
+	[ -n "$(reason env100k.job)" ]
+	nothing_queued
+	# The same through flags: usage errors naming what is too big.
+	run --separate-stderr sub -- echo "$big"
+	failed 64 cardbaton-submit
+	[[ $stderr == *"longer than 65536 bytes"* ]]
+	run --separate-stderr sub -- $(seq 4097)
+	failed 64 cardbaton-submit
+	[[ $stderr == *"more than 4096"* ]]
+	run --separate-stderr sub --name "$(head -c 257 /dev/zero | tr '\0' n)" -- true
+	failed 64 cardbaton-submit
+	[[ $stderr == "cardbaton-submit: --name: longer than 256 bytes" ]]
+	run --separate-stderr sub --cwd "/$big" -- true
+	failed 64 cardbaton-submit
+	[[ $stderr == "cardbaton-submit: --cwd: longer than 65536 bytes" ]]
+	# 20k --env flags (about as many as the kernel passes): refused at
+	# the 4097th, not after a merge that is quadratic in their number.
+	seq -f '--env=V%.0f=x' 20000 > envflags
+	run --separate-stderr bash -c "timeout 20 cardbaton-submit --config '$C' \$(cat envflags) -- true"
+	failed 64 cardbaton-submit
+	says "cardbaton-submit: --env: more than 4096 variables"
+	# The limits themselves are accepted.
+	python3 -c 'import json; print(json.dumps({"command": ["true"] + ["a"] * 4095, "gpu_count": 0, "env": {"V%d" % i: "x" for i in range(4096)}}))' > max.job
+	sub --job max.job >/dev/null
+	sub --gpu-count 0 -- echo "$(head -c 65536 /dev/zero | tr '\0' x)" >/dev/null
+}
+
+# ---- stray files in the spool -------------------------------------------------
+
+# stray DIR NAME KIND: put a symlink (to $T/outside/NAME, which holds
+# something valid), a directory or a FIFO at SPOOL/DIR/NAME.
+stray() {
+	local p=$T/spool/$1/$2
+	case $3 in
+	link)
+		mkdir -p "$T/outside"
+		printf '%s\n' "${4:-x}" > "$T/outside/$1-$2"
+		ln -s "$T/outside/$1-$2" "$p" ;;
+	dir) mkdir "$p" ;;
+	fifo) mkfifo "$p" ;;
+	esac
+}
+
+@test "symlinks, directories and FIFOs in every spool directory: the daemon rejects those in new/, warns once about the rest, follows nothing and runs jobs" {
+	make_spool
+	id=$(cut -c1-8 "$T/spool/id")
+	rec='{"id": "%s", "rev": 9, "state": "%s", "reason": "forged", "priority": 0, "job": {"command": ["touch", "'"$T"'/forged"]}, "attempts": []}'
+	# Names of each directory's grammar, so that nothing is skipped by name.
+	n=0
+	for kind in link dir fifo; do
+		n=$((n + 1))
+		stray new "$kind.job" $kind '{"command": ["touch", "'"$T"'/forged"]}'
+		stray incoming "000000060$n.job" $kind '{"command": ["touch", "'"$T"'/forged"]}'
+		stray queued "100000000-000000010$n.job" $kind "$(printf "$rec" 10$n queued)"
+		stray running "000000020$n.job" $kind "$(printf "$rec" 20$n running)"
+		stray paused "000000030$n.job" $kind "$(printf "$rec" 30$n paused)"
+		stray done "000000040$n.job" $kind "$(printf "$rec" 40$n succeeded)"
+		stray rejected "000000050$n.job" $kind
+		stray ctl "30$n.resume.1.1.$kind" $kind
+		stray nodes "$kind.json" $kind '{"name": "forged", "reachable": true}'
+		stray tmp "$kind.job" $kind
+	done
+	# One ID in three directories: still one line for each.
+	stray running 0000000701.job link "$(printf "$rec" 701 running)"
+	stray paused 0000000701.job fifo
+	stray done 0000000701.job dir
+	touch -h -d '3 days ago' "$T"/spool/tmp/*
+	before=$(cd "$T/outside" && sha256sum *)
+	start_daemon
+	# A real job runs, beside all of it.
+	a=$(sub --gpu-count 0 -- true)
+	wait_for 15 '[ -e "$T/spool/done/$(printf %010d "$a").job" ]'
+	# new/ and incoming/: rejected, with the kind as the reason.
+	wait_for 10 '[ -z "$(ls -A "$T/spool/new" "$T/spool/incoming" | grep -v ":$" | grep .)" ]'
+	rejected_as link.job "is a symbolic link"
+	rejected_as dir.job "is a directory"
+	rejected_as fifo.job "is not a regular file"
+	rejected_as 0000000601.job "is a symbolic link"
+	rejected_as 0000000602.job "is a directory"
+	rejected_as 0000000603.job "is not a regular file"
+	# Everywhere else: one warning line each, the item left alone.
+	for item in queued/100000000-000000010{1,2,3}.job running/000000020{1,2,3}.job \
+		paused/000000030{1,2,3}.job done/000000040{1,2,3}.job rejected/000000050{1,2,3}.job \
+		ctl/301.resume.1.1.link ctl/302.resume.1.1.dir ctl/303.resume.1.1.fifo \
+		nodes/{link,dir,fifo}.json tmp/{link,dir,fifo}.job {running,paused,done}/0000000701.job; do
+		c=$(grep -c "$item" "$T/daemon.log" || true)
+		[ "$c" -eq 1 ] || { echo "$item: $c lines in the daemon's log" >&2; false; }
+		case $item in
+		ctl/*link|ctl/*fifo) [ ! -e "$T/spool/$item" ] && [ ! -L "$T/spool/$item" ] ;;  # removed, as a bad request is
+		*) [ -L "$T/spool/$item" ] || [ -e "$T/spool/$item" ] ;;
+		esac
+	done
+	# Nothing followed: no forged job ran, no target changed.
+	[ ! -e "$T/forged" ]
+	[ "$(cd "$T/outside" && sha256sum *)" = "$before" ]
+	# Still serving.
+	b=$(sub --gpu-count 0 -- true)
+	wait_for 15 '[ -e "$T/spool/done/$(printf %010d "$b").job" ]'
+	kill -0 "$DAEMON_PID"
+	stop_daemon
+	# Restarted with all of it still there: starts and serves.
+	start_daemon
+	c=$(sub --gpu-count 0 -- true)
+	wait_for 15 '[ -e "$T/spool/done/$(printf %010d "$c").job" ]'
+	[ ! -e "$T/forged" ]
+}
+
+@test "symlinks, directories and FIFOs in the spool: every reading tool names them, follows nothing and never blocks" {
+	make_spool
+	rec='{"id": "%s", "rev": 9, "state": "%s", "reason": "forged", "priority": 0, "job": {"command": ["true"]}, "attempts": []}'
+	real=$(sub --gpu-count 0 -- true)
+	n=0
+	for kind in link dir fifo; do
+		n=$((n + 1))
+		stray new "09999999$n-000000070$n.job" $kind '{"command": ["x"]}'
+		stray queued "100000000-000000010$n.job" $kind "$(printf "$rec" 10$n queued)"
+		stray running "000000020$n.job" $kind "$(printf "$rec" 20$n running)"
+		stray paused "000000030$n.job" $kind "$(printf "$rec" 30$n paused)"
+		stray done "000000040$n.job" $kind "$(printf "$rec" 40$n succeeded)"
+		stray nodes "$kind.json" $kind '{"name": "forged", "reachable": true}'
+	done
+	stray running 0000000801.job link "$(printf "$rec" 801 running)"
+	stray paused 0000000801.job fifo
+	stray done 0000000801.job dir
+	before=$(cd "$T/outside" && sha256sum *)
+	what() { case $1 in 1) echo "is a symbolic link (not followed)" ;; 2) echo "is a directory" ;; 3) echo "is not a regular file" ;; esac; }
+	# status lists the real job, with one line per stray record, exit 65.
+	run --separate-stderr timeout 20 cardbaton-status --config "$C" --json --all
+	[ "$status" -eq 65 ]
+	[ "$(echo "$output" | json '[j["id"] for j in d["jobs"] if j["id"] == "'"$real"'"]')" = "[\"$real\"]" ]
+	[ "$(echo "$output" | json '[n["name"] for n in d["nodes"]]')" = "[]" ]
+	[ "${#stderr_lines[@]}" -eq 15 ]
+	for f in running/0000000801.job paused/0000000801.job done/0000000801.job; do
+		printf '%s\n' "${stderr_lines[@]}" | grep -q "^cardbaton-status: $T/spool/$f: "
+	done
+	for n in 1 2 3; do
+		for f in queued/100000000-000000010$n.job running/000000020$n.job paused/000000030$n.job done/000000040$n.job; do
+			printf '%s\n' "${stderr_lines[@]}" | grep -qxF "cardbaton-status: $T/spool/$f: $(what $n)"
+		done
+	done
+	# Each tool on each stray ID: 65 and that line; nothing written.
+	for n in 1 2 3; do
+		for id in 10$n 20$n 30$n 40$n; do
+			for tool in status cancel promote pause resume logs; do
+				run --separate-stderr timeout 20 "cardbaton-$tool" --config "$C" "$id"
+				failed 65 "cardbaton-$tool"
+				[[ $stderr == *": $(what $n)" ]]
+			done
+		done
+	done
+	[ -z "$(ls "$T/spool/ctl")" ]
+	# A submission in new/ that is not a regular file shows as waiting.
+	[ "$(timeout 20 cardbaton-status --config "$C" --json 701 702 703 | json '[j["state"] for j in d["jobs"]]')" = '["queued", "queued", "queued"]' ]
+	# Nothing followed: the symlinks' targets are as they were.
+	[ "$(cd "$T/outside" && sha256sum *)" = "$before" ]
+}
+
+@test "a spool whose directories are symlinks is refused by every tool and the daemon (78), nothing followed" {
+	make_spool
+	mkdir "$T/elsewhere"
+	mv "$T/spool/queued" "$T/elsewhere/queued"
+	ln -s "$T/elsewhere/queued" "$T/spool/queued"
+	run --separate-stderr st
+	failed 78 cardbaton-status
+	[[ $stderr == *"$T/spool/queued: "* ]]
+	run --separate-stderr sub -- true
+	failed 78 cardbaton-submit
+	run --separate-stderr cardbaton-spoold --config "$C" --once
+	failed 78 cardbaton-spoold
+	[ -z "$(ls -A "$T/elsewhere/queued")" ]
+}

@@ -1,0 +1,368 @@
+#!/usr/bin/env bats
+# nvml.bats - cardbaton-worker asking NVML (worker/nvml.c) before
+# nvidia-smi: the fake NVML library (tests/fake-nvml/) serves the same
+# fixtures as tests/fake-nvidia-smi, so every answer is compared between
+# the two ways, and every way NVML can fail must end in nvidia-smi's
+# answer.
+
+load ../lib/common
+
+# The hang tests rely on this: a worker that waited for a hung NVML
+# instead of killing it would run past it.
+export BATS_TEST_TIMEOUT=${BATS_TEST_TIMEOUT:-40}
+
+U0=GPU-00000000-0000-0000-0000-000000000000
+U1=GPU-11111111-1111-1111-1111-111111111111
+U2=GPU-22222222-2222-2222-2222-222222222222
+U3=GPU-33333333-3333-3333-3333-333333333333
+
+setup() {
+	setup_common
+	NVML=$CB_BUILD/tests/fake-nvml/libnvidia-ml.so.1
+	NVML_OLD=$CB_BUILD/tests/fake-nvml-old/libnvidia-ml.so.1
+	# nvidia-smi notes each run in smi.log; the fake NVML each call in
+	# nvml.log.
+	rm "$FAKE_GPU_DIR/bin/nvidia-smi"
+	printf '#!/bin/sh\necho "$*" >> "$FAKE_GPU_DIR/smi.log"\nexec "%s" "$@"\n' \
+		"$CB_TOP/tests/fake-nvidia-smi" > "$FAKE_GPU_DIR/bin/nvidia-smi"
+	chmod 755 "$FAKE_GPU_DIR/bin/nvidia-smi"
+	logs_clear
+}
+
+teardown() {
+	teardown_common
+}
+
+logs_clear() {
+	: > "$FAKE_GPU_DIR/smi.log"
+	: > "$FAKE_GPU_DIR/nvml.log"
+}
+
+smi_runs() { wc -l < "$FAKE_GPU_DIR/smi.log"; }
+nvml_calls() { grep -cx "$1" "$FAKE_GPU_DIR/nvml.log" || true; }
+
+# ask WAY ARGS... : `cardbaton-worker ARGS` with CARDBATON_NVML=WAY;
+# $T/WAY.out, .err and .rc hold what it did.
+ask() {
+	local way=$1 name rc=0
+	shift
+	name=$(basename "$(dirname "$way")")
+	[ "$way" = off ] && name=off
+	CARDBATON_NVML=$way cardbaton-worker "$@" > "$T/$name.out" 2> "$T/$name.err" || rc=$?
+	echo "$rc" > "$T/$name.rc"
+	LAST=$T/$name
+}
+
+# same ARGS... : stdout and exit status of `cardbaton-worker ARGS` are
+# the same through nvidia-smi alone and through both fake NVMLs.
+# NVML_SERVED is set when both NVMLs answered without nvidia-smi.
+same() {
+	local lib
+	ask off "$@"
+	NVML_SERVED=1
+	for lib in "$NVML" "$NVML_OLD"; do
+		logs_clear
+		ask "$lib" "$@"
+		if ! cmp -s "$T/off.out" "$LAST.out" || ! cmp -s "$T/off.rc" "$LAST.rc"; then
+			echo "# $lib answers differently:" >&3
+			diff "$T/off.out" "$LAST.out" | sed 's/^/# /' >&3
+			echo "# exit $(cat "$T/off.rc") vs $(cat "$LAST.rc"); stderr: $(cat "$LAST.err")" >&3
+			return 1
+		fi
+		if [ "$(smi_runs)" -ne 0 ] || [ "$(nvml_calls nvmlInit_v2)" -eq 0 ] || [ -s "$LAST.err" ]; then
+			NVML_SERVED=
+		fi
+	done
+}
+
+# ---- gpus: the same answers -------------------------------------------------
+
+@test "gpus: NVML answers what nvidia-smi answers, without running it" {
+	same gpus
+	[ "$NVML_SERVED" = 1 ]
+	[ "$(grep -c '^end$' "$T/off.out")" -eq 4 ]
+
+	# Every kind of value: a name with ", ", unknown memory, unsupported
+	# utilisation, processes (one with unknown memory, one with a name),
+	# a lease; comments, blank lines and CRLF endings in the fixtures.
+	fake_gpus \
+		"# the cards" \
+		"0, $U0, NVIDIA Fake A100, 0, 81920, 0" \
+		"" \
+		"1, $U1, NVIDIA Fake A100, 4000, 81920, 37"$'\r' \
+		"2, $U2, NVIDIA Fake, Special Edition, 12, 40960, [N/A]" \
+		"3, $U3, NVIDIA Fake A100, [N/A], [N/A], [Not Supported]"
+	fake_apps "$U1, 4242, 3000" "$U1, 4243, 1000, python3" "$U3, 99, [N/A]"
+	mkdir -p "$STATE/leases"
+	echo other-1 > "$STATE/leases/$U2"
+	flock "$STATE/leases/$U2" sleep 30 &
+	holder=$!
+	wait_for 5 '! flock -n "$STATE/leases/$U2" true'
+	same gpus
+	kill "$holder"
+	[ "$NVML_SERVED" = 1 ]
+	grep -qx 'processes 2' "$T/off.out"
+	grep -qx 'lease other-1' "$T/off.out"
+	grep -qx 'name NVIDIA%20Fake,%20Special%20Edition' "$T/off.out"
+
+	# No cards at all, and no fixture files at all.
+	fake_gpus
+	fake_apps
+	same gpus
+	[ "$NVML_SERVED" = 1 ]
+	[ ! -s "$T/off.out" ]
+	rm "$FAKE_GPU_DIR/gpus.csv" "$FAKE_GPU_DIR/apps.csv"
+	same gpus
+	[ "$NVML_SERVED" = 1 ]
+}
+
+@test "gpus: a fixture NVML cannot express is answered by nvidia-smi, the same" {
+	# Indices out of order; memory half known; a process on no card.
+	fake_gpus "1, $U1, NVIDIA Fake A100, 0, 81920, 0" "0, $U0, NVIDIA Fake A100, 0, 81920, 0"
+	same gpus
+	[ -z "$NVML_SERVED" ]
+	[ "$(cat "$T/off.rc")" -eq 0 ]
+	grep -q 'NVML: nvmlInit_v2: Unknown Error; asked nvidia-smi instead' "$LAST.err"
+
+	fake_gpus "0, $U0, NVIDIA Fake A100, [N/A], 81920, 0"
+	same gpus
+	[ -z "$NVML_SERVED" ]
+	grep -qx 'memory_total_mib 81920' "$T/off.out"
+
+	fake_gpus "0, $U0, NVIDIA Fake A100, 0, 81920, 0"
+	fake_apps "$U3, 4242, 300"
+	same gpus
+	[ -z "$NVML_SERVED" ]
+}
+
+@test "gpus: nonsense and failures end in nvidia-smi's error, word for word" {
+	# Unparsable values: nvidia-smi's parse error.
+	fake_gpus "0, $U0, NVIDIA Fake A100, 0, 81920, 0" "1, $U1, NVIDIA Fake A100, lots, 81920, 0"
+	same gpus
+	[ "$(cat "$T/off.rc")" -eq 69 ]
+	cmp "$T/off.err" "$LAST.err"
+	grep -q 'cannot parse line 2' "$T/off.err"
+
+	# A UUID that cannot name a lease, served by NVML all the same.
+	fake_gpus "0, GPU/0, NVIDIA Fake A100, 0, 81920, 0"
+	same gpus
+	[ "$(cat "$T/off.rc")" -eq 69 ]
+	cmp "$T/off.err" "$LAST.err"
+
+	# The driver gone: NVML fails to start, nvidia-smi fails too.
+	fake_gpus "0, $U0, NVIDIA Fake A100, 0, 81920, 0"
+	echo "driver gone" > "$FAKE_GPU_DIR/fail"
+	same gpus
+	[ "$(cat "$T/off.rc")" -eq 69 ]
+	cmp "$T/off.err" "$LAST.err"
+	grep -qx 'cardbaton-worker: nvidia-smi failed (exit 9): driver gone' "$LAST.err"
+	[ "$(nvml_calls nvmlInit_v2)" -eq 1 ]
+	rm "$FAKE_GPU_DIR/fail"
+
+	# Slow but answering (delay applies to both).
+	echo 0.2 > "$FAKE_GPU_DIR/delay"
+	same gpus
+	[ "$NVML_SERVED" = 1 ]
+	[ "$(grep -c '^end$' "$T/off.out")" -eq 1 ]
+}
+
+@test "gpus: a hung driver is killed; nvidia-smi's deadline is the answer" {
+	echo 3600 > "$FAKE_GPU_DIR/delay"
+	ask "$NVML" -d "$T/hung-state" gpus
+	[ "$(cat "$LAST.rc")" -eq 69 ]
+	grep -qx 'error nvidia-smi%20did%20not%20answer%20within%2010%20s' "$LAST.out"
+	grep -qx 'cardbaton-worker: nvidia-smi did not answer within 10 s' "$LAST.err"
+	# NVML was asked, then nvidia-smi; nothing of either is left.
+	[ "$(nvml_calls nvmlInit_v2)" -eq 1 ]
+	[ "$(smi_runs)" -eq 1 ]
+	! pgrep -f "$T/hung-state"
+	! pgrep -f '^sleep 3600$'
+}
+
+@test "gpus: NVML hung alone: killed at half the deadline, and nvidia-smi answers" {
+	echo "nvmlDeviceGetCount_v2 hang" > "$FAKE_GPU_DIR/nvml-fail"
+	ask off gpus
+	ask "$NVML" -d "$T/hung-state" gpus
+	cmp "$T/off.out" "$LAST.out"
+	[ "$(cat "$LAST.rc")" -eq 0 ]
+	[ "$(cat "$LAST.err")" = "cardbaton-worker: NVML: no answer within 5 s; asked nvidia-smi instead" ]
+	! pgrep -f "$T/hung-state"
+}
+
+@test "gpus: any NVML call failing or crashing: said once, and nvidia-smi answers the same" {
+	ask off gpus
+	for call in nvmlInit_v2 nvmlDeviceGetCount_v2 nvmlDeviceGetHandleByIndex_v2 nvmlDeviceGetUUID \
+		nvmlDeviceGetName nvmlDeviceGetMemoryInfo_v2 nvmlDeviceGetUtilizationRates \
+		nvmlDeviceGetComputeRunningProcesses_v3; do
+		echo "$call" > "$FAKE_GPU_DIR/nvml-fail"
+		logs_clear
+		ask "$NVML" gpus
+		cmp "$T/off.out" "$LAST.out"
+		[ "$(cat "$LAST.rc")" -eq 0 ]
+		[ "$(wc -l < "$LAST.err")" -eq 1 ]
+		grep -Eq "^cardbaton-worker: NVML: $call( \(GPU 0\))?: Unknown Error; asked nvidia-smi instead\$" "$LAST.err"
+		[ "$(smi_runs)" -eq 2 ]
+	done
+	# The pre-R510 library's own names.
+	for call in nvmlDeviceGetMemoryInfo nvmlDeviceGetComputeRunningProcesses; do
+		echo "$call" > "$FAKE_GPU_DIR/nvml-fail"
+		ask "$NVML_OLD" gpus
+		cmp "$T/off.out" "$LAST.out"
+		[ "$(cat "$LAST.err")" = "cardbaton-worker: NVML: $call (GPU 0): Unknown Error; asked nvidia-smi instead" ]
+	done
+	echo "nvmlDeviceGetName crash" > "$FAKE_GPU_DIR/nvml-fail"
+	ask "$NVML" gpus
+	cmp "$T/off.out" "$LAST.out"
+	[ "$(cat "$LAST.err")" = "cardbaton-worker: NVML: the query was killed by signal 11; asked nvidia-smi instead" ]
+}
+
+@test "gpus: CARDBATON_NVML names the library; a bad one is said, the driver's missing is not" {
+	ask off gpus
+	ask "$T/no-such-lib.so" gpus
+	cmp "$T/off.out" "$LAST.out"
+	grep -q "^cardbaton-worker: NVML: cannot load .*no-such-lib.so" "$LAST.err"
+	# A library without NVML in it.
+	libc=$(ldd "$CB_BUILD/cardbaton-worker" | awk '$1 ~ /^libc\.so/ { print $3 }')
+	[ -f "$libc" ]
+	ask "$libc" gpus
+	cmp "$T/off.out" "$LAST.out"
+	grep -qx "cardbaton-worker: NVML: $libc has no nvmlInit_v2; asked nvidia-smi instead" "$LAST.err"
+	# Unset: the driver's libnvidia-ml.so.1, which this machine has not.
+	if ldconfig -p | grep -q 'libnvidia-ml\.so\.1'; then
+		skip "this machine has NVIDIA's libnvidia-ml.so.1"
+	fi
+	unset CARDBATON_NVML
+	cardbaton-worker gpus > "$T/unset.out" 2> "$T/unset.err"
+	cmp "$T/off.out" "$T/unset.out"
+	[ ! -s "$T/unset.err" ]
+}
+
+# ---- launch ---------------------------------------------------------------------
+
+# wesc, spec: as in worker.bats.
+wesc() {
+	local s=$1 out= c i LC_ALL=C
+	for ((i = 0; i < ${#s}; i++)); do
+		c=${s:i:1}
+		case $c in
+		[[:cntrl:]]|' '|%) printf -v c '%%%02X' "'$c" ;;
+		esac
+		out+=$c
+	done
+	printf '%s' "$out"
+}
+
+spec() {
+	while [ $# -ge 2 ]; do
+		printf '%s %s\n' "$1" "$(wesc "$2")"
+		shift 2
+	done
+	echo end
+}
+
+field() { sed -n "s/^$1 //p" | head -n 1; }
+
+wait_final() {      # wait_final ID
+	FINAL_ID=$1
+	wait_for 5 'cardbaton-worker status "$FINAL_ID" | grep -Eq "^state (succeeded|failed|cancelled)\$"'
+}
+
+@test "launch: step 3 asks for the cards alone; the check under the leases for their processes" {
+	spec attempt 1a-1 arg true gpu 2 > "$T/spec.in"
+	CARDBATON_NVML=off cardbaton-worker launch < "$T/spec.in" > "$T/out"
+	[ "$(field state < "$T/out")" != busy ]
+	wait_final 1a-1
+	# nvidia-smi: three runs, not four.
+	[ "$(cat "$FAKE_GPU_DIR/smi.log")" = "--query-gpu=index,uuid,memory.used,memory.total,utilization.gpu,name --format=csv,noheader,nounits
+--query-gpu=index,uuid,memory.used,memory.total,utilization.gpu,name --format=csv,noheader,nounits
+--query-compute-apps=gpu_uuid,pid,used_memory --format=csv,noheader,nounits" ]
+
+	# NVML: two queries, processes asked of each card once.
+	logs_clear
+	spec attempt 1a-2 arg true gpu 2 > "$T/spec.in"
+	CARDBATON_NVML=$NVML cardbaton-worker launch < "$T/spec.in" > "$T/out" 2> "$T/err"
+	[ ! -s "$T/err" ]
+	wait_final 1a-2
+	[ "$(smi_runs)" -eq 0 ]
+	[ "$(nvml_calls nvmlInit_v2)" -eq 2 ]
+	[ "$(nvml_calls nvmlDeviceGetComputeRunningProcesses_v3)" -eq 4 ]
+	[ "$(field uuid < "$T/out")" = "$U2" ]
+}
+
+@test "launch: through NVML, the same answers: busy reasons, unknown cards, CUDA_VISIBLE_DEVICES" {
+	fake_gpus "0, $U0, NVIDIA Fake A100, 0, 81920, 0" "1, $U1, NVIDIA Fake A100, 4000, 81920, 0" \
+		"2, $U2, NVIDIA Fake A100, 0, 81920, 0" "3, $U3, NVIDIA Fake A100, 0, 81920, 0"
+	fake_apps "$U3, 4242, 300"
+	n=0
+	for gpus in "0 1" "3" "7" "2 0"; do
+		for way in off "$NVML" "$NVML_OLD"; do
+			n=$((n + 1))
+			args=(attempt "2b-$n" shell 'printf %s "$CUDA_VISIBLE_DEVICES" > "$OUT"' env "OUT=$T/cvd.$n")
+			for g in $gpus; do args+=(gpu "$g"); done
+			spec "${args[@]}" > "$T/spec.in"
+			rc=0
+			CARDBATON_NVML=$way cardbaton-worker launch < "$T/spec.in" > "$T/launch.$n" 2> "$T/err.$n" ||
+				rc=$?
+			echo "$rc" > "$T/rc.$n"
+			[ ! -s "$T/err.$n" ]
+			# What the launch says: its exit status, the busy reason,
+			# or the cards the job got.
+			{ cat "$T/rc.$n"; field reason < "$T/launch.$n"; } > "$T/what.$n"
+			if [ "$(cat "$T/rc.$n")" -eq 0 ]; then
+				wait_final "2b-$n"
+				cat "$T/cvd.$n" >> "$T/what.$n"
+			fi
+		done
+		cmp "$T/what.$((n - 2))" "$T/what.$((n - 1))"
+		cmp "$T/what.$((n - 2))" "$T/what.$n"
+	done
+	cat "$T/what.1" "$T/what.4" "$T/launch.1" >&3
+	[ "$(cat "$T/what.1")" = "75
+GPU 1 ($U1): 4000 MiB in use" ]
+	[ "$(cat "$T/what.4")" = "75
+GPU 3 ($U3): has 1 compute process" ]
+	[ "$(cat "$T/what.7")" = "75
+GPU 7: no such GPU on this node" ]
+	[ "$(cat "$T/what.10")" = "0
+$U2,$U0" ]
+}
+
+@test "launch: NVML failing (driver gone) ends in nvidia-smi's error, and no trace" {
+	echo "driver gone" > "$FAKE_GPU_DIR/fail"
+	spec attempt 3c-1 arg true gpu 0 > "$T/spec.in"
+	rc=0
+	CARDBATON_NVML=$NVML cardbaton-worker launch < "$T/spec.in" > "$T/out" 2> "$T/err" || rc=$?
+	[ "$rc" -eq 69 ]
+	[ "$(cat "$T/err")" = "cardbaton-worker: nvidia-smi failed (exit 9): driver gone" ]
+	[ ! -e "$STATE/attempts/3c-1" ] && [ ! -e "$STATE/attempts/3c-1.state" ]
+}
+
+# ---- which workers use NVML ---------------------------------------------------------
+
+@test "the static worker (SSH nodes) never loads NVML; the one built from source there does" {
+	CARDBATON_NVML=$NVML "$CB_BUILD/cardbaton-worker-static" gpus > "$T/static.out"
+	[ "$(nvml_calls nvmlInit_v2)" -eq 0 ]
+	[ "$(smi_runs)" -eq 2 ]
+	ask off gpus
+	cmp "$T/off.out" "$T/static.out"
+
+	command -v cc >/dev/null || skip "no C compiler"
+	dest=$T/shar/cardbaton-worker sh "$CB_BUILD/cardbaton-worker.shar" 2> "$T/cc.err"
+	logs_clear
+	CARDBATON_NVML=$NVML "$T/shar/cardbaton-worker" gpus > "$T/shar.out"
+	cmp "$T/off.out" "$T/shar.out"
+	[ "$(smi_runs)" -eq 0 ]
+	[ "$(nvml_calls nvmlInit_v2)" -eq 1 ]
+}
+
+@test "a GPU job runs end to end on a node whose worker has NVML and no nvidia-smi" {
+	rm "$FAKE_GPU_DIR/bin/nvidia-smi"
+	use_fake_nvml
+	start_daemon
+	id=$(cardbaton-submit --config "$T/config.yaml" --gpu-count 2 -- sh -c 'echo "$CUDA_VISIBLE_DEVICES"')
+	wait_for 20 '[ "$(job_state "$id")" = succeeded ]'
+	[ "$(cardbaton-logs --config "$T/config.yaml" "$id")" = "$U0,$U1" ]
+	run cardbaton-gpus --config "$T/config.yaml" --json
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | json 'len(d["nodes"][0]["gpus"])')" -eq 4 ]
+}

@@ -1,0 +1,118 @@
+/*
+ * fuzz_jobfile.c - job files (spool-layout/jobfile.c over yamlx.c and
+ * libyaml): YAML, and JSON read as YAML.
+ *
+ * Properties, beyond "no crash, no leak, no undefined behaviour":
+ *  - a refused file gets exit code 65 and a one-line message that
+ *    starts with the file name, and the job_def is left zeroed;
+ *  - an accepted job survives the trips it takes in real use, each
+ *    giving back the same job_def: jobdef_to_json -> jobdef_from_json
+ *    (the job record), and the JSON text `cardbaton submit` writes into
+ *    new/ -> jobdef_parse (the daemon reading it back);
+ *  - jobdef_merge onto an empty job_def copies it exactly.
+ */
+#include <cJSON.h>
+
+#include "spool.h"
+#include "fuzz.h"
+
+static int opt_eq(const char *a, const char *b)
+{
+	return (!a && !b) || (a && b && !strcmp(a, b));
+}
+
+static int strv_eq(char **a, size_t na, char **b, size_t nb)
+{
+	if (na != nb)
+		return 0;
+	for (size_t i = 0; i < na; i++)
+		if (strcmp(a[i], b[i]))
+			return 0;
+	return 1;
+}
+
+static int jd_eq(const struct job_def *a, const struct job_def *b)
+{
+	return a->set == b->set && strv_eq(a->argv, a->argc, b->argv, b->argc) &&
+	       opt_eq(a->shell, b->shell) && opt_eq(a->cwd, b->cwd) &&
+	       opt_eq(a->node, b->node) && opt_eq(a->name, b->name) &&
+	       opt_eq(a->resume_command, b->resume_command) && a->ngpus == b->ngpus &&
+	       (!a->ngpus || !memcmp(a->gpus, b->gpus, a->ngpus * sizeof *a->gpus)) &&
+	       a->gpu_count == b->gpu_count && a->priority == b->priority &&
+	       a->timeout_seconds == b->timeout_seconds &&
+	       a->checkpoint_grace_seconds == b->checkpoint_grace_seconds &&
+	       strv_eq(a->env, a->nenv, b->env, b->nenv);
+}
+
+static int is_zero(const struct job_def *jd)
+{
+	static const struct job_def zero;
+
+	return memcmp(jd, &zero, sizeof zero) == 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct job_def jd, back, merged;
+	struct cb_err err = { 0 };
+	cJSON *o, *p;
+	char *text;
+
+	if (jobdef_parse((const char *)data, size, "new/x.job", &jd, &err) < 0) {
+		FUZZ_CHECK(err.msg != NULL);
+		FUZZ_CHECK(err.ex == EX_DATAERR_ || err.ex == EX_OSERR_);
+		FUZZ_CHECK(!strncmp(err.msg, "new/x.job:", 10));
+		FUZZ_CHECK(fuzz_one_line(err.msg));
+		FUZZ_CHECK(is_zero(&jd));
+		cb_err_free(&err);
+		return 0;
+	}
+	FUZZ_CHECK(err.msg == NULL);
+	FUZZ_CHECK(!(jd.argv && jd.shell));
+	FUZZ_CHECK(!!(jd.set & JF_COMMAND) == (jd.argv || jd.shell));
+	FUZZ_CHECK(!jd.argv || jd.argc > 0);
+	FUZZ_CHECK(jd.priority >= PRIO_MIN && jd.priority <= PRIO_MAX);
+	FUZZ_CHECK(jd.gpu_count >= 0 && jd.gpu_count <= GPU_COUNT_MAX);
+	FUZZ_CHECK(!(jd.set & JF_GPUS) || jd.ngpus > 0);
+	if (jobdef_check(&jd, "new/x.job", &err) < 0) {
+		FUZZ_CHECK(err.msg && fuzz_one_line(err.msg));
+		cb_err_free(&err);
+	}
+	(void)jobdef_gpu_need(&jd);
+
+	/* The record's copy. */
+	o = jobdef_to_json(&jd);
+	FUZZ_CHECK(o != NULL);
+	FUZZ_CHECK(jobdef_from_json(o, &back) == 0);
+	FUZZ_CHECK(jd_eq(&jd, &back));
+	jobdef_free(&back);
+
+	/* What submit writes into new/, as the daemon reads it. */
+	text = cJSON_PrintUnformatted(o);
+	FUZZ_CHECK(text != NULL);
+	if (jobdef_parse(text, strlen(text), "new/y.job", &back, &err) < 0) {
+		fprintf(stderr, "submit's JSON refused: %s\n%s\n", err.msg, text);
+		FUZZ_CHECK(!"the JSON form of an accepted job file parses");
+	}
+	FUZZ_CHECK(jd_eq(&jd, &back));
+	jobdef_free(&back);
+	/* And through cJSON's parser (a record being read). */
+	p = cJSON_Parse(text);
+	FUZZ_CHECK(p != NULL);
+	FUZZ_CHECK(jobdef_from_json(p, &back) == 0);
+	FUZZ_CHECK(jd_eq(&jd, &back));
+	jobdef_free(&back);
+	cJSON_Delete(p);
+	cJSON_free(text);
+	cJSON_Delete(o);
+
+	memset(&merged, 0, sizeof merged);
+	FUZZ_CHECK(jobdef_merge(&merged, &jd) == 0);
+	merged.gpu_count = (merged.set & JF_GPU_COUNT) ? merged.gpu_count : jd.gpu_count;
+	merged.checkpoint_grace_seconds = (merged.set & JF_GRACE) ?
+		merged.checkpoint_grace_seconds : jd.checkpoint_grace_seconds;
+	FUZZ_CHECK(jd_eq(&jd, &merged));
+	jobdef_free(&merged);
+	jobdef_free(&jd);
+	return 0;
+}
