@@ -202,7 +202,8 @@ int accept_incoming(struct daemon *d, const char *in, const char *orig)
 	char *buf = NULL, *qname = NULL, *why;
 	size_t len;
 	long long seq;
-	int r = -1;
+	int r = -1, bad = 0;
+	struct stat st;
 
 	if (name_parse_plain(in, &seq) < 0)
 		return 0;
@@ -216,8 +217,14 @@ int accept_incoming(struct daemon *d, const char *in, const char *orig)
 			logmsg("incoming/%s: job %lld has a record already; removed", in, seq);
 		return 0;
 	}
-	if (read_capped(d->sp.dir[SD_INCOMING], in, JOBFILE_MAX, &buf, &len) < 0) {
-		why = xasprintf("%s", read_problem(errno));
+	/* What is not a regular file is refused unopened (LAYOUT.md §1):
+	 * opening a device may do something; read_capped checks again. */
+	if (fstatat(d->sp.dir[SD_INCOMING], in, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
+		bad = S_ISLNK(st.st_mode) ? ELOOP : S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+	else if (read_capped(d->sp.dir[SD_INCOMING], in, JOBFILE_MAX, &buf, &len) < 0)
+		bad = errno;
+	if (bad) {
+		why = xasprintf("%s", read_problem(bad));
 		reject(d, in, seq, orig, why ? why : "unreadable");
 		free(why);
 		return 0;
@@ -761,8 +768,11 @@ static void node_record(struct daemon *d, struct node *n)
 
 	if (spool_node_put(&d->sp, &ns, &err) < 0) {
 		write_failed(d, err.ex, err.msg);
+		/* A full disk: node_ok writes it again.  Anything else (a
+		 * stray directory in its place) is said once, and tried
+		 * again at the node's next change. */
+		n->recorded = err.ex != EX_TEMPFAIL_;
 		cb_err_free(&err);
-		n->recorded = 0;        /* node_ok writes it again */
 		return;
 	}
 	write_ok(d);

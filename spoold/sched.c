@@ -36,12 +36,48 @@ void query_start(struct daemon *d, struct node *n)
 	acall_start(d, n, &n->query, args, NODE_QUERY_MS);
 }
 
+/*
+ * The snapshot of a card whose lease holder has ended: the card is
+ * free, the memory and processes the job had there gone with it.  A
+ * guess the worker checks: it re-reads the cards under their leases
+ * before it starts anything, and a card still busy sends the job back
+ * to the queue and the node to a fresh query.  So the next job starts
+ * without a round trip to the node (the handoff).
+ */
+static void lease_ended(struct node *n, size_t i)
+{
+	struct gpu_info *g = &n->gpus[i];
+
+	free(g->lease);
+	g->lease = NULL;
+	g->procs = 0;
+	g->mem_used = 0;
+	n->taken[i] = 0;
+}
+
+/* Attempt AID on node N has ended; its worker let go of its leases
+ * before it wrote the final state we just read.  A snapshot asked for
+ * before then may still show them: it is asked for again. */
+void cards_freed(struct daemon *d, struct node *n, const char *aid)
+{
+	if (!n->fresh) {
+		n->stale_query = n->query.pid > 0;
+		return;
+	}
+	for (size_t i = 0; i < n->ngpus; i++)
+		if (n->gpus[i].lease && !strcmp(n->gpus[i].lease, aid))
+			lease_ended(n, i);
+	d->dirty = 1;
+}
+
 void query_done(struct daemon *d, struct node *n, int status)
 {
 	struct gpu_info *g;
 	size_t k, slot = (size_t)(n - d->nodes);
 	struct sbuf *b = &n->query.buf;
+	int stale = n->stale_query;
 
+	n->stale_query = 0;
 	if (status != 0 || gpus_parse(b->s, b->len, &g, &k) < 0) {
 		struct wire_rec w = { 0 };
 		const char *why, *e = NULL;
@@ -63,35 +99,11 @@ void query_done(struct daemon *d, struct node *n, int status)
 	n->held = calloc(k + 1, 1);
 	if (!n->taken || !n->held)
 		return;
-	n->fresh = 1;
-	d->dirty = 1;
-}
-
-/*
- * Attempt AID on node N has ended and its worker let go of its leases
- * (the final state is written after that).  The snapshot is patched
- * rather than asked for again: the cards it held are free, with the
- * memory and processes it had there gone with it.  This is a guess the
- * worker checks: it re-reads the cards under their leases before it
- * starts anything, and a card still busy sends the job back to the
- * queue and the node to a fresh query.  So the next job starts without
- * a round trip to the node (the handoff, AGENTS.md "Timers and bounds").
- */
-void cards_freed(struct daemon *d, struct node *n, const char *aid)
-{
-	if (!n->fresh)
-		return;         /* a query is due anyway */
-	for (size_t i = 0; i < n->ngpus; i++) {
-		struct gpu_info *g = &n->gpus[i];
-
-		if (!g->lease || strcmp(g->lease, aid))
-			continue;
-		free(g->lease);
-		g->lease = NULL;
-		g->procs = 0;
-		g->mem_used = 0;
-		n->taken[i] = 0;
+	if (stale) {
+		query_start(d, n);
+		return;
 	}
+	n->fresh = 1;
 	d->dirty = 1;
 }
 

@@ -28,6 +28,7 @@ struct node {
 	struct gpu_info *gpus;          /* last snapshot */
 	size_t ngpus;
 	int fresh;                      /* snapshot still valid */
+	int stale_query;                /* an attempt ended while it was asked */
 	int reachable;
 	int recorded;                   /* nodes/NAME.json written since start */
 	char *error;                    /* why it is unreachable */

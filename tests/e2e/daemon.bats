@@ -307,3 +307,46 @@ final() {
 	wait_for 10 '[ "$(ls "$T/spool/done" | wc -l)" -eq 3 ]'
 	[ "$(state 500)" = succeeded ]
 }
+
+@test "a card freed by a job's end goes to the next job without asking the node again; a card still busy sends it back" {
+	# Every worker call, logged by its command (after -d DIR).
+	cat > "$T/worker" <<-EOF
+	#!/bin/sh
+	echo "\$3" >> "$T/calls"
+	exec "$CB_BUILD/cardbaton-worker" "\$@"
+	EOF
+	chmod +x "$T/worker"
+	export CARDBATON_WORKER=$T/worker
+	fake_gpus "0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA Fake A100, 0, 81920, 0"
+	start_daemon
+	a=$(sub --gpus 0 -- sh -c 'until [ -e "$0" ]; do sleep 0.02; done' "$T/go")
+	b=$(sub --gpus 0 -- true)
+	wait_for 10 '[ "$(state "$a")" = running ]'
+	# The query that follows a launch has been answered.
+	wait_for 10 'grep -A100 launch "$T/calls" | grep -q gpus'
+	wait_for 10 '! pgrep -f "$T/worker -d [^ ]* gpus" >/dev/null'
+	: > "$T/calls"
+	touch "$T/go"
+	wait_for 10 final "$b"
+	[ "$(state "$b")" = succeeded ]
+	# The first call after A's end launched B.
+	[ "$(grep -m1 -E '^(gpus|launch)$' "$T/calls")" = launch ]
+
+	# The guess is checked: a card that stays busy after its job's end
+	# (a process outside the queue took it) sends the next job back.
+	: > "$T/calls"
+	c=$(sub --gpus 0 -- sh -c 'until [ -e "$0" ]; do sleep 0.02; done' "$T/go2")
+	d=$(sub --gpus 0 -- true)
+	wait_for 10 '[ "$(state "$c")" = running ]'
+	wait_for 10 'grep -A100 launch "$T/calls" | grep -q gpus'
+	wait_for 10 '! pgrep -f "$T/worker -d [^ ]* gpus" >/dev/null'
+	fake_apps "GPU-00000000-0000-0000-0000-000000000000, 4242, 500"
+	touch "$T/go2"
+	wait_for 10 final "$c"
+	wait_for 10 'st --json "$d" | grep -q "waiting: GPU 0 .*compute process"'
+	[ "$(state "$d")" = queued ]
+	grep -q "job $d: not started on local" "$T/daemon.log"
+	fake_apps
+	wait_for 10 final "$d"
+	[ "$(state "$d")" = succeeded ]
+}
