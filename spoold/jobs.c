@@ -382,9 +382,11 @@ void note_waiting(struct daemon *d, struct qent *e, const char *why)
 {
 	struct cb_err err = { 0 };
 	struct job j;
-	char *r = xasprintf("waiting: %s", why);
+	char *r;
 
-	if (!r)
+	if (e->never_noted)
+		return;         /* once per queue entry: no read per pass */
+	if (!(r = xasprintf("waiting: %s", why)))
 		return;
 	if (spool_load(&d->sp, SD_QUEUED, e->name, &j, &err) < 0) {
 		logmsg("%s", err.msg ? err.msg : "out of memory");
@@ -396,8 +398,12 @@ void note_waiting(struct daemon *d, struct qent *e, const char *why)
 		free(j.reason);
 		j.reason = r;
 		r = NULL;
-		if (put(d, &j, SD_QUEUED, e->name) == 0)
+		if (put(d, &j, SD_QUEUED, e->name) == 0) {
 			logmsg("job %lld: %s", j.id, j.reason);
+			e->never_noted = 1;
+		}
+	} else {
+		e->never_noted = 1;
 	}
 	free(r);
 	job_free(&j);

@@ -266,7 +266,7 @@ int schedule(struct daemon *d)
 	long long now = now_ms(), starve = d->cfg.reserve_after_seconds * 1000;
 	int *cards = NULL, waiting = 0;
 	unsigned char *launched = NULL;
-	size_t maxneed = 1;
+	size_t maxneed = 1, nfree = 0, ncpu = 0;
 
 	d->dirty = 0;
 	if (!d->nq)
@@ -278,11 +278,15 @@ int schedule(struct daemon *d)
 		if (n->fresh) {
 			memset(n->taken, 0, n->ngpus);
 			memset(n->held, 0, n->ngpus);
+			for (size_t i = 0; n->reachable && i < n->ngpus; i++)
+				nfree += free_slot(n, i);
 		}
 	}
-	for (size_t i = 0; i < d->nq; i++)
+	for (size_t i = 0; i < d->nq; i++) {
 		if ((size_t)d->q[i]->need > maxneed)
 			maxneed = (size_t)d->q[i]->need;
+		ncpu += d->q[i]->need == 0;
+	}
 	if (!(cards = calloc(maxneed, sizeof *cards)) || !(launched = calloc(d->nnodes, 1))) {
 		free(cards);
 		return -1;
@@ -291,6 +295,15 @@ int schedule(struct daemon *d)
 		struct qent *e = d->q[i];
 		long long id;
 		size_t k;
+
+		/* No free card and no CPU job left: nothing more can be
+		 * placed, and the pass costs the work, not the queue. */
+		if (!nfree && !ncpu) {
+			waiting = 1;
+			break;
+		}
+		if (e->need == 0)
+			ncpu--;
 
 		for (k = 0; k < d->nnodes; k++) {
 			struct node *n = &d->nodes[k];
@@ -320,6 +333,7 @@ int schedule(struct daemon *d)
 			if (s >= 0)
 				d->nodes[k].taken[s] = 1;
 		}
+		nfree -= (size_t)e->need;
 		/* launch() removes E from the queue: i now names the next.
 		 * (A job sent back by a busy node lands at i again, but that
 		 * node's snapshot is no longer fresh, so it is passed over.) */

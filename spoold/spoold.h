@@ -55,6 +55,7 @@ struct qent {
 	int *gpus;                      /* pinned indices, or NULL */
 	size_t ngpus;
 	char *node;                     /* pinned (or checkpoint) node, or NULL */
+	int never_noted;                /* its "can never fit" reason is on disk */
 };
 
 /* A running or pausing job. */
