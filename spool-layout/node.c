@@ -86,7 +86,9 @@ static int remote_path(struct sbuf *b, const char *dir, const char *rest)
 			return -1;
 		dir++;
 	}
-	if (!(p = xasprintf("%s%s", dir, rest)))
+	/* A relative path (from the node's home) beginning with '-' must
+	 * not read as an option to exec, mkdir or mv there. */
+	if (!(p = xasprintf("%s%s%s", dir[0] == '-' ? "./" : "", dir, rest)))
 		return -1;
 	r = sh_quote(b, p);
 	free(p);

@@ -53,6 +53,25 @@ static int write_ex(void)
 	return spool_errno_ex(errno);
 }
 
+/* NAME in the spool root (id, seq, seq.lock, lock) could not be used:
+ * one line that says why in plain words for what a reader refuses
+ * (read_capped, open_lockfile).  Returns -1. */
+static int root_file_err(struct spool *sp, const char *name, int ex, struct cb_err *err)
+{
+	switch (errno) {
+	case ELOOP:
+		return cb_err_set(err, ex, "%s/%s: is a symbolic link (not followed)", sp->path, name);
+	case EINVAL:
+		return cb_err_set(err, ex, "%s/%s: is not a regular file", sp->path, name);
+	case EISDIR:
+		return cb_err_set(err, ex, "%s/%s: is a directory", sp->path, name);
+	case EFBIG:
+		return cb_err_set(err, ex, "%s/%s: is too large", sp->path, name);
+	default:
+		return cb_err_sys(err, ex, "%s/%s", sp->path, name);
+	}
+}
+
 static int mkdir_p(const char *path)
 {
 	char *p = strdup(path), *s;
@@ -97,7 +116,7 @@ static int make_id(struct spool *sp, struct cb_err *err)
 		return cb_err_set(err, EX_CONFIG_, "%s/id: not a spool id", sp->path);
 	}
 	if (errno != ENOENT)
-		return cb_err_sys(err, EX_OSERR_, "%s/id", sp->path);
+		return root_file_err(sp, "id", EX_OSERR_, err);
 	if ((fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC)) < 0 ||
 	    read(fd, rnd, sizeof rnd) != (ssize_t)sizeof rnd) {
 		if (fd >= 0)
@@ -234,7 +253,18 @@ static int open_lockfile(struct spool *sp, const char *name)
 	}
 	if (errno != EEXIST)
 		return -1;
-	return openat(sp->fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	/* Non-blocking: a FIFO planted here must not hang us. */
+	if ((fd = openat(sp->fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) >= 0) {
+		struct stat st;
+		int e = fstat(fd, &st) < 0 ? errno : !S_ISREG(st.st_mode) ? EINVAL : 0;
+
+		if (e) {
+			close(fd);
+			errno = e;
+			return -1;
+		}
+	}
+	return fd;
 }
 
 int spool_lock_daemon(struct spool *sp, struct cb_err *err)
@@ -243,7 +273,7 @@ int spool_lock_daemon(struct spool *sp, struct cb_err *err)
 	int r;
 
 	if (fd < 0)     /* a read-only spool: EX_TEMPFAIL_ */
-		return cb_err_sys(err, write_ex(), "%s/lock", sp->path);
+		return root_file_err(sp, "lock", write_ex(), err);
 	if ((r = lock_try(fd)) != 1) {
 		if (r == 0)
 			cb_err_set(err, EX_TEMPFAIL_, "another cardbaton-spoold holds %s/lock", sp->path);
@@ -255,18 +285,20 @@ int spool_lock_daemon(struct spool *sp, struct cb_err *err)
 	return fd;
 }
 
-/* Under seq.lock: FLOOR 0 hands out the next number; FLOOR > 0 makes
- * the counter at least FLOOR (a name that carried its own number). */
-static int seq_update(struct spool *sp, long long floor, long long *seq, struct cb_err *err)
+/* Under seq.lock: the counter becomes at least FLOOR (a name that
+ * carried its own number), then COUNT more numbers are handed out, the
+ * first in *FIRST. */
+static int seq_update(struct spool *sp, long long floor, long long count, long long *first,
+		      struct cb_err *err)
 {
 	int lk = open_lockfile(sp, "seq.lock");
 	char *buf = NULL, *out = NULL;
 	size_t len;
-	long long v = 0;
+	long long v = 0, v0;
 	int r = -1;
 
 	if (lk < 0)
-		return cb_err_sys(err, write_ex(), "%s/seq.lock", sp->path);
+		return root_file_err(sp, "seq.lock", write_ex(), err);
 	while (flock(lk, LOCK_EX) < 0)
 		if (errno != EINTR) {
 			cb_err_sys(err, EX_OSERR_, "%s/seq.lock", sp->path);
@@ -280,15 +312,16 @@ static int seq_update(struct spool *sp, long long floor, long long *seq, struct 
 			goto out;
 		}
 	} else if (errno != ENOENT) {
-		cb_err_sys(err, EX_OSERR_, "%s/seq", sp->path);
+		root_file_err(sp, "seq", EX_OSERR_, err);
 		goto out;
 	}
-	if (!floor && v >= SEQ_MAX) {
+	v0 = floor > v ? floor : v;
+	if (count > SEQ_MAX - v0) {
 		cb_err_set(err, EX_CONFIG_, "%s/seq: all %lld job IDs are used", sp->path, SEQ_MAX);
 		goto out;
 	}
-	*seq = floor ? floor : v + 1;
-	if (*seq > v && (!(out = xasprintf("%lld\n", *seq)) ||
+	*first = v0 + 1;
+	if (v0 + count > v && (!(out = xasprintf("%lld\n", v0 + count)) ||
 			 atomic_write(sp->dir[SD_TMP], sp->fd, "seq", out, strlen(out), sp->fmode) < 0)) {
 		cb_err_sys(err, write_ex(), "%s/seq", sp->path);
 		goto out;
@@ -304,14 +337,20 @@ out:
 
 int spool_next_seq(struct spool *sp, long long *seq, struct cb_err *err)
 {
-	return seq_update(sp, 0, seq, err);
+	return seq_update(sp, 0, 1, seq, err);
 }
 
 int spool_seq_reserve(struct spool *sp, long long seq, struct cb_err *err)
 {
 	long long got;
 
-	return seq_update(sp, seq, &got, err);
+	return seq_update(sp, seq, 0, &got, err);
+}
+
+int spool_seq_block(struct spool *sp, long long floor, long long count, long long *first,
+		    struct cb_err *err)
+{
+	return seq_update(sp, floor, count, first, err);
 }
 
 int spool_submit(struct spool *sp, const struct job_def *jd, long long *id,

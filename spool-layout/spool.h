@@ -388,6 +388,10 @@ int spool_next_seq(struct spool *sp, long long *seq, struct cb_err *err);
 /* Make the counter at least SEQ (a job file in new/ named with its own
  * number, e.g. written by hand): later numbers never collide with it. */
 int spool_seq_reserve(struct spool *sp, long long seq, struct cb_err *err);
+/* Both at once, for a batch: the counter at least FLOOR (0: none), then
+ * COUNT numbers handed out, *FIRST .. *FIRST + COUNT - 1. */
+int spool_seq_block(struct spool *sp, long long floor, long long count, long long *first,
+		    struct cb_err *err);
 
 /* Submit: next seq, write the job as JSON into tmp/, rename into
  * new/<name_queued(prio, seq)>.  *id = seq.  Full disk or read-only
@@ -459,6 +463,115 @@ void node_status_free(struct node_status *v, size_t n);
  * and FIFOs (it only renames). */
 int spool_reject(struct spool *sp, enum spool_dir from, const char *name,
 		 const char *orig, long long seq, const char *why, struct cb_err *err);
+
+/* ---- index.c: SPOOL/queued.idx, a cache of queued/ for status -------- */
+
+/*
+ * queued.idx (LAYOUT.md §11) holds, for each record in queued/, what
+ * `status` shows of it.  It is a cache, never the truth: a reader uses
+ * it only while queued/ has exactly the device, inode, ctime and mtime
+ * it was made for, and the writer records those only once they are
+ * INDEX_SETTLE_MS old (file times come from a coarse clock: a later
+ * change must move them).  Only the daemon writes it.
+ */
+#define INDEX_NAME "queued.idx"
+#define INDEX_SETTLE_MS 50      /* queued/ unchanged this long before it is indexed */
+#define INDEX_GAP_MS 500        /* at least this between two writes */
+
+/*
+ * Display text (the tools' views of a job's strings).  All malloc'd,
+ * NULL on ENOMEM.  shell_join: ARGV as one line a POSIX shell reads
+ * back as the same words: a word of only safe characters is left bare,
+ * others are put in '...', and a word holding control characters in
+ * bash's $'...' so that the line never carries a raw newline or
+ * escape.  command_display: the command of a job, its argv joined or
+ * the sh -c string with control characters shown as '?'.  printable: S
+ * with every control character (C0, DEL, a UTF-8 C1) shown as '?'.
+ */
+char *shell_join(char *const *argv, size_t argc);
+char *command_display(const struct job_def *d);
+char *printable(const char *s);
+
+/* What `status` shows of a job, from its record: the table's cells
+ * (but AGE, which is `now - since`) and the --json element. */
+struct status_view {
+	long long id, rev, priority;
+	enum job_state state;
+	long long since;        /* epoch ms the AGE column counts from; 0 none */
+	long long natt;         /* attempts (aborted ones not counted) */
+	const char *node;       /* NODE: the last attempt's node, else the pinned one, or "-" */
+	const char *gpus;       /* GPUS: "0,1", "any:2" or "none" */
+	const char *name;       /* NAME, or "-" */
+	const char *command;    /* COMMAND: command_display */
+	const char *json;       /* the `status --json` element, or NULL */
+	char *own[5];           /* status_view_of's allocations */
+};
+/* V from J; the --json element too when WITH_JSON.  0, or -1 with
+ * errno ENOMEM. */
+int status_view_of(const struct job *j, int with_json, struct status_view *v);
+void status_view_free(struct status_view *v);
+
+/* A directory as the index knows it: any entry made, renamed or
+ * removed in it changes ctime and mtime. */
+struct index_key {
+	unsigned long long dev, ino;
+	long long ctime, mtime;         /* ns since the epoch */
+};
+int index_key_of(int dirfd, struct index_key *k);
+
+struct index_ent {
+	long long id;           /* the ID of its queued/ name */
+	const char *name;       /* its queued/ name */
+	long long ino, ctime;   /* of that file when it was read; ctime 0: unsettled */
+	int raw;                /* not summarised (not a regular file, not a valid
+				 * record): read queued/NAME as without the index */
+	int in_done;            /* done/ held a record of the same ID too */
+	struct status_view v;   /* unless raw */
+};
+
+struct spool_index {
+	char *buf;              /* the file (or its part read); entries point into it */
+	size_t len, mapped;
+	struct index_ent *e;    /* in the order of their queued/ names */
+	size_t n;
+	struct index_key queued, done;  /* what it was made for */
+	int has_done;           /* done is known (in_done exact while done/ is as then) */
+	int done_fresh;         /* index_read: done/ is as it was then */
+};
+
+/* Parse queued.idx text BUF[0..LEN) (NUL-terminated at LEN; decoded in
+ * place) into IX: the header and the table section, and WITH_JSON the
+ * rest (the elements; BUF is then exactly the file).  0, or -1 with
+ * errno EINVAL (malformed, or of another version) or ENOMEM.  IX's
+ * entries point into BUF, which it does not own. */
+int index_parse(char *buf, size_t len, int with_json, struct spool_index *ix);
+/* Read SPOOL/queued.idx for a reader (the --json elements only
+ * WITH_JSON): 1 when it describes queued/ as it is now (IX filled;
+ * done_fresh set), else 0 (missing, stale, malformed, a symlink, too
+ * large for memory: IX empty; read queued/ instead). */
+int index_read(struct spool *sp, int with_json, struct spool_index *ix);
+void index_free(struct spool_index *ix);
+
+/* Write SPOOL/queued.idx from queued/ (atomic_write), reusing the
+ * current index's lines whose files are unchanged.  1 written or
+ * already current, 0 not now (queued/ changed less than
+ * INDEX_SETTLE_MS ago, or while it was read), -1 with errno. */
+int index_write(struct spool *sp);
+
+/* The daemon's writer: index_write in a child process (the loop never
+ * waits for it), when queued/ or done/ changed and queued/ settled, at
+ * most every INDEX_GAP_MS (more when it takes long). */
+struct index_writer {
+	pid_t pid;              /* the child in flight, or 0 */
+	long long started, next_at, backoff;    /* monotonic ms */
+	int have;               /* made: an index for queued and done */
+	struct index_key queued, done, fq, fd;  /* made for / at the fork */
+};
+/* Call on every turn of the loop, TIMEOUT the loop's poll timeout (ms,
+ * -1 none): returns the timeout to use.  Never fails (a cache). */
+int index_tick(struct index_writer *w, struct spool *sp, int timeout);
+/* Wait for the child in flight (at most a few seconds; then kill it). */
+void index_stop(struct index_writer *w);
 
 /* ---- node.c: running cardbaton-worker on a node ---------------------- */
 
@@ -554,5 +667,36 @@ int node_gpus(const struct config *c, const struct node_conf *nc,
 
 /* The job ID of an attempt ID from this spool, or 0. */
 long long attempt_job(const char *spool_id, const char *aid);
+
+/* ---- batch.c: many atomic writes, three syncs --------------------------- */
+
+struct wbatch_ent {
+	int dstfd;
+	char *name;
+	char *tmp;              /* its temp file in tmp/; NULL once renamed */
+};
+
+struct wbatch {
+	int tmpfd;
+	struct wbatch_ent *v;
+	size_t n, cap;
+};
+
+#define WBATCH_INIT { -1, NULL, 0, 0 }
+#define WBATCH_SYNCFS 16        /* from this many files on, one syncfs */
+
+/* Stage DSTFD/NAME: a complete temp file in TMPFD (one TMPFD per
+ * batch), mode exactly MODE, not yet synced.  0 or -1/errno. */
+int wbatch_add(struct wbatch *b, int tmpfd, int dstfd, const char *name,
+	       const void *buf, size_t len, mode_t mode);
+/* syncfs(SYNCFD), rename every staged file into place, fsync each
+ * destination directory once.  0 or -1/errno (the files not yet renamed
+ * stay staged: wbatch_free removes them). */
+int wbatch_commit(struct wbatch *b, int syncfd);
+/* Remove what is still staged; B is empty and reusable. */
+void wbatch_free(struct wbatch *b);
+/* spool_put's write for a batch: J's record (rev + 1) staged for its
+ * state's directory.  The caller removes the old copy after the commit. */
+int spool_stage(struct spool *sp, struct wbatch *b, struct job *j, struct cb_err *err);
 
 #endif

@@ -61,52 +61,104 @@ static int job_exists(struct daemon *d, long long id)
 	return record_exists(d, id) || plain_exists(d, id, dirs, 1);
 }
 
-/* LAYOUT.md §5 steps 1-3. */
-int accept_new(struct daemon *d, const char *name)
+/* One submission on its way from new/ (or incoming/) to queued/. */
+struct sub {
+	const char *orig;       /* the name it was dropped under */
+	long long seq;          /* its job ID; 0 while it needs a fresh one */
+	char *in;               /* its name in incoming/, once there */
+	struct job j;           /* its record, once staged */
+	int staged;             /* index in the batch + 1, or 0 */
+};
+
+static int queue_incoming(struct daemon *d, struct sub *v, size_t n);
+
+/* Give S in new/ a fresh ID and move it to incoming/ under it: 0, or
+ * -1 with errno (ENOENT: it is gone). */
+static int move_fresh(struct daemon *d, struct sub *s)
 {
 	struct cb_err err = { 0 };
-	long long prio, seq;
-	int cls = name_classify_new(name, &prio, &seq);
-	char *in;
 
-	if (cls < 0)
+	for (;;) {
+		if (!s->seq && spool_next_seq(&d->sp, &s->seq, &err) < 0) {
+			write_failed(d, err.ex, err.msg);
+			cb_err_free(&err);
+			errno = EAGAIN;
+			return -1;
+		}
+		if (!(s->in = name_plain(s->seq)))
+			return -1;
+		if (move_noreplace(d->sp.dir[SD_NEW], s->orig, d->sp.dir[SD_INCOMING], s->in) == 0)
+			return 0;
+		free(s->in);
+		s->in = NULL;
+		if (errno != EEXIST)
+			return -1;
+		s->seq = 0;     /* the name's own number is taken: a fresh one */
+	}
+}
+
+/*
+ * LAYOUT.md §5 for the files NAMES of new/: steps 1-3 for each (one
+ * update of the sequence counter for all of them, one sync of each
+ * directory), then steps 4-5 for all together (queue_incoming).
+ */
+int accept_new(struct daemon *d, char *const *names, size_t n)
+{
+	struct cb_err err = { 0 };
+	struct sub *v = n ? calloc(n, sizeof *v) : NULL;
+	long long floor = 0, fresh = 0, first, prio, seq;
+	size_t nv = 0, moved = 0;
+	int r = -1;
+
+	if (!n)
 		return 0;
-	if (faccessat(d->sp.dir[SD_NEW], name, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
-		return 0;       /* already taken (an event for a file we moved) */
-	if (cls == 1 && job_exists(d, seq))
-		cls = 0;        /* a forged or copied name: give it a fresh ID */
-	if (cls == 1 && spool_seq_reserve(&d->sp, seq, &err) < 0) {
+	if (!v)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		int cls = name_classify_new(names[i], &prio, &seq);
+
+		if (cls < 0 || faccessat(d->sp.dir[SD_NEW], names[i], F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;       /* not ours, or already taken */
+		if (cls == 1 && job_exists(d, seq))
+			cls = 0;        /* a forged or copied name: a fresh ID */
+		v[nv].orig = names[i];
+		v[nv].seq = cls == 1 ? seq : 0;
+		if (cls == 1 && seq > floor)
+			floor = seq;
+		fresh += cls == 0;
+		nv++;
+	}
+	if (nv && spool_seq_block(&d->sp, floor, fresh, &first, &err) < 0) {
 		write_failed(d, err.ex, err.msg);
 		cb_err_free(&err);
-		return -1;
+		goto out;
 	}
-	for (;;) {
-		if (cls == 0 && spool_next_seq(&d->sp, &seq, &err) < 0) {
+	for (size_t i = 0; i < nv; i++) {
+		if (!v[i].seq)
+			v[i].seq = first++;
+		if (move_fresh(d, &v[i]) == 0) {
+			moved++;
+			continue;
+		}
+		if (errno == ENOENT)
+			continue;
+		if (errno != EAGAIN) {
+			cb_err_sys(&err, spool_errno_ex(errno), "%s/new/%s", d->sp.path, v[i].orig);
 			write_failed(d, err.ex, err.msg);
 			cb_err_free(&err);
-			return -1;
 		}
-		if (!(in = name_plain(seq)))
-			return -1;
-		if (move_noreplace(d->sp.dir[SD_NEW], name, d->sp.dir[SD_INCOMING], in) == 0)
-			break;
-		free(in);
-		if (errno != EEXIST) {
-			if (errno == ENOENT)
-				return 0;
-			cb_err_sys(&err, spool_errno_ex(errno), "%s/new/%s", d->sp.path, name);
-			write_failed(d, err.ex, err.msg);
-			cb_err_free(&err);
-			return -1;
-		}
-		cls = 0;
+		nv = i;         /* the rest wait in new/ */
+		break;
 	}
 	CRASH_POINT("accept: in incoming", NULL);
-	if (fsync_dir(d->sp.dir[SD_INCOMING]) < 0 || fsync_dir(d->sp.dir[SD_NEW]) < 0)
+	if (moved && (fsync_dir(d->sp.dir[SD_INCOMING]) < 0 || fsync_dir(d->sp.dir[SD_NEW]) < 0))
 		logmsg("fsync: %s", strerror(errno));
-	cls = accept_incoming(d, in, name);
-	free(in);
-	return cls;
+	r = queue_incoming(d, v, nv);
+out:
+	for (size_t i = 0; i < nv; i++)
+		free(v[i].in);
+	free(v);
+	return r;
 }
 
 static const char *read_problem(int e)
@@ -193,82 +245,137 @@ static char *placement_problem(const struct daemon *d, const struct job_def *jd)
 	return NULL;
 }
 
-/* LAYOUT.md §5 steps 4-5, and the recovery of incoming/ at start-up. */
-int accept_incoming(struct daemon *d, const char *in, const char *orig)
+/*
+ * Step 4 for S, in incoming/: its record, or the reason it is refused.
+ * 1: S->j is the record to queue; 0: S is dealt with (rejected, or a
+ * leftover of a crash removed).
+ */
+static int prepare(struct daemon *d, struct sub *s)
 {
 	struct cb_err err = { 0 };
-	struct job j = { 0 };
-	struct qent *e = NULL;
-	char *buf = NULL, *qname = NULL, *why;
+	char *buf = NULL, *why;
+	const char *orig = s->orig ? s->orig : s->in;
 	size_t len;
-	long long seq;
-	int r = -1, bad = 0;
+	int bad = 0;
 	struct stat st;
 
-	if (name_parse_plain(in, &seq) < 0)
-		return 0;
-	if (!orig)
-		orig = in;
-	if (record_exists(d, seq)) {
-		/* The crash fell between writing the record and this unlink. */
-		if (unlinkat(d->sp.dir[SD_INCOMING], in, 0) < 0 && errno != ENOENT)
-			logmsg("incoming/%s: %s; left in place", in, strerror(errno));
+	if (record_exists(d, s->seq)) {
+		/* The crash fell between writing the record and the unlink. */
+		if (unlinkat(d->sp.dir[SD_INCOMING], s->in, 0) < 0 && errno != ENOENT)
+			logmsg("incoming/%s: %s; left in place", s->in, strerror(errno));
 		else
-			logmsg("incoming/%s: job %lld has a record already; removed", in, seq);
+			logmsg("incoming/%s: job %lld has a record already; removed", s->in, s->seq);
 		return 0;
 	}
 	/* What is not a regular file is refused unopened (LAYOUT.md §1):
 	 * opening a device may do something; read_capped checks again. */
-	if (fstatat(d->sp.dir[SD_INCOMING], in, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
+	if (fstatat(d->sp.dir[SD_INCOMING], s->in, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
 		bad = S_ISLNK(st.st_mode) ? ELOOP : S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
-	else if (read_capped(d->sp.dir[SD_INCOMING], in, JOBFILE_MAX, &buf, &len) < 0)
+	else if (read_capped(d->sp.dir[SD_INCOMING], s->in, JOBFILE_MAX, &buf, &len) < 0)
 		bad = errno;
 	if (bad) {
 		why = xasprintf("%s", read_problem(bad));
-		reject(d, in, seq, orig, why ? why : "unreadable");
+		reject(d, s->in, s->seq, orig, why ? why : "unreadable");
 		free(why);
 		return 0;
 	}
-	if (jobdef_parse(buf, len, orig, &j.def, &err) < 0 ||
-	    jobdef_check(&j.def, orig, &err) < 0) {
+	if (jobdef_parse(buf, len, orig, &s->j.def, &err) < 0 ||
+	    jobdef_check(&s->j.def, orig, &err) < 0) {
 		/* The message names the file already; keep the rest of it. */
-		reject(d, in, seq, orig, err.msg ? err.msg : "not a job file");
+		reject(d, s->in, s->seq, orig, err.msg ? err.msg : "not a job file");
 		cb_err_free(&err);
 		free(buf);
-		jobdef_free(&j.def);
 		return 0;
 	}
 	free(buf);
-	if ((why = placement_problem(d, &j.def))) {
-		reject(d, in, seq, orig, why);
+	if ((why = placement_problem(d, &s->j.def))) {
+		reject(d, s->in, s->seq, orig, why);
 		free(why);
-		jobdef_free(&j.def);
 		return 0;
 	}
-	j.id = seq;
-	j.state = JS_QUEUED;
-	j.priority = j.def.priority;
-	j.submitted = j.queued_at = now_ms();
-	set_str(&j.reason, "waiting to be scheduled");
-	if (spool_put(&d->sp, &j, SD_INCOMING, NULL, &err) < 0) {
-		write_failed(d, err.ex, err.msg);       /* stays in incoming/ */
+	s->j.id = s->seq;
+	s->j.state = JS_QUEUED;
+	s->j.priority = s->j.def.priority;
+	s->j.submitted = s->j.queued_at = now_ms();
+	set_str(&s->j.reason, "waiting to be scheduled");
+	return s->j.reason ? 1 : 0;
+}
+
+/*
+ * LAYOUT.md §5 steps 4-5 for the submissions V[0..N) in incoming/:
+ * every record staged, then committed together (batch.c: the syncs of
+ * one atomic_write for all), then the incoming/ files removed and the
+ * jobs queued.  What could not be written stays in incoming/ (a full
+ * disk: write_failed) and is taken again later.
+ */
+static int queue_incoming(struct daemon *d, struct sub *v, size_t n)
+{
+	struct cb_err err = { 0 };
+	struct wbatch b = WBATCH_INIT;
+	size_t done = 0;
+	int r = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!v[i].in || prepare(d, &v[i]) < 1)
+			continue;
+		if (spool_stage(&d->sp, &b, &v[i].j, &err) < 0) {
+			write_failed(d, err.ex, err.msg);
+			cb_err_free(&err);
+			r = -1;
+			break;
+		}
+		v[i].staged = (int)b.n;
+	}
+	if (wbatch_commit(&b, d->sp.fd) < 0) {
+		cb_err_sys(&err, spool_errno_ex(errno), "%s/queued", d->sp.path);
+		write_failed(d, err.ex, err.msg);
 		cb_err_free(&err);
-		goto out;
+		r = -1;
+	} else if (b.n) {
+		write_ok(d);
 	}
-	write_ok(d);
-	if (unlinkat(d->sp.dir[SD_INCOMING], in, 0) < 0 || fsync_dir(d->sp.dir[SD_INCOMING]) < 0)
-		logmsg("incoming/%s: %s", in, strerror(errno));
-	if (!(qname = name_queued(j.priority, j.id)) || !(e = qent_from_job(&j, qname)) ||
-	    q_insert(d, e) < 0) {
-		logmsg("job %lld: out of memory", j.id);
-		qent_free(e);
-		goto out;
+	CRASH_POINT("accept: queued", NULL);
+	/* Those renamed into queued/ (all, unless the commit failed). */
+	for (size_t i = 0; i < n; i++) {
+		struct qent *e = NULL;
+		char *qname = NULL;
+
+		if (v[i].staged && !b.v[v[i].staged - 1].tmp) {
+			if (unlinkat(d->sp.dir[SD_INCOMING], v[i].in, 0) < 0)
+				logmsg("incoming/%s: %s", v[i].in, strerror(errno));
+			if (!(qname = name_queued(v[i].j.priority, v[i].j.id)) ||
+			    !(e = qent_from_job(&v[i].j, qname)) || q_insert(d, e) < 0) {
+				logmsg("job %lld: out of memory", v[i].j.id);
+				qent_free(e);
+				r = -1;
+			}
+			free(qname);
+			done++;
+		}
+		job_free(&v[i].j);
 	}
-	d->dirty = 1;
-	r = 0;
-out:
-	free(qname);
-	job_free(&j);
+	if (done && fsync_dir(d->sp.dir[SD_INCOMING]) < 0)
+		logmsg("incoming: %s", strerror(errno));
+	if (done)
+		d->dirty = 1;
+	wbatch_free(&b);
+	return r;
+}
+
+/* The recovery of incoming/ (start-up, a stalled spool): NAMES there. */
+int accept_incoming(struct daemon *d, char *const *names, size_t n)
+{
+	struct sub *v = calloc(n ? n : 1, sizeof *v);
+	size_t nv = 0;
+	int r;
+
+	if (!v)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (name_parse_plain(names[i], &v[nv].seq) == 0)
+			v[nv++].in = names[i];
+	r = queue_incoming(d, v, nv);
+	free(v);
 	return r;
 }
 

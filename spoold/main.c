@@ -85,6 +85,25 @@ static const char *stray_kind(const struct stat *st)
 	       S_ISDIR(st->st_mode) ? "is a directory" : "is not a regular file";
 }
 
+/* Does the temp file NAME (".PID.…", atomic_write and batch.c) belong
+ * to a process that is gone?  A writer that crashed left it; one still
+ * running (a tool in the middle of a write) keeps it. */
+static int writer_gone(const char *name)
+{
+	char *end;
+	long pid;
+
+	if (name[0] != '.')
+		return 0;
+	errno = 0;
+	pid = strtol(name + 1, &end, 10);
+	if (errno || end == name + 1 || *end != '.' || pid <= 0 || pid == (long)getpid())
+		return 0;
+	return kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+}
+
+/* Start-up: temp files of writers that died (a crash mid-write), and
+ * any older than TMP_MAX_AGE, are removed; tmp/ holds nothing else. */
 static void clean_tmp(struct daemon *d)
 {
 	struct stat st;
@@ -106,7 +125,7 @@ static void clean_tmp(struct daemon *d)
 			continue;
 		if (!S_ISREG(st.st_mode))       /* no writer makes these */
 			logmsg("%s/tmp/%s: %s; ignored", d->sp.path, e->d_name, stray_kind(&st));
-		else if (now - st.st_mtime > TMP_MAX_AGE)
+		else if (now - st.st_mtime > TMP_MAX_AGE || writer_gone(e->d_name))
 			unlinkat(dirfd(dir), e->d_name, 0);
 	}
 	closedir(dir);
@@ -139,22 +158,29 @@ static void warn_strays(struct daemon *d)
 	static const enum spool_dir dirs[] = { SD_PAUSED, SD_DONE, SD_REJECTED, SD_NODES };
 
 	for (size_t k = 0; k < sizeof dirs / sizeof dirs[0]; k++) {
-		char **names;
-		size_t n;
+		int fd = dup(d->sp.dir[dirs[k]]);
+		DIR *dir;
+		struct dirent *e;
 
-		if (spool_list(&d->sp, dirs[k], &names, &n) < 0) {
+		/* Raw readdir: d_type spares a stat per record of the history. */
+		if (fd < 0 || !(dir = fdopendir(fd))) {
 			logmsg("%s/%s: %s", d->sp.path, spool_dir_name[dirs[k]], strerror(errno));
+			if (fd >= 0)
+				close(fd);
 			continue;
 		}
-		for (size_t i = 0; i < n; i++) {
+		rewinddir(dir);
+		while ((e = readdir(dir))) {
 			struct stat st;
 
-			if (fstatat(d->sp.dir[dirs[k]], names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-			    !S_ISREG(st.st_mode) && !(dirs[k] == SD_REJECTED && has_reason(d, names[i])))
+			if (e->d_name[0] == '.' || e->d_type == DT_REG)
+				continue;
+			if (fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    !S_ISREG(st.st_mode) && !(dirs[k] == SD_REJECTED && has_reason(d, e->d_name)))
 				logmsg("%s/%s/%s: %s; ignored", d->sp.path, spool_dir_name[dirs[k]],
-				       names[i], stray_kind(&st));
+				       e->d_name, stray_kind(&st));
 		}
-		spool_list_free(names, n);
+		closedir(dir);
 	}
 }
 
@@ -169,6 +195,14 @@ static int cmp_rec(const void *a, const void *b)
 	const struct rec_name *x = a, *y = b;
 
 	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int is_regular(struct daemon *d, const struct rec_name *r)
+{
+	struct stat st;
+
+	return fstatat(d->sp.dir[r->dir], r->name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       S_ISREG(st.st_mode);
 }
 
 /* Two records of one ID: keep the higher rev (LAYOUT.md §6). */
@@ -188,14 +222,9 @@ static void dedupe(struct daemon *d)
 		}
 		for (size_t i = 0; i < n; i++) {
 			long long prio, id;
-			struct stat st;
 
 			if ((dirs[k] == SD_QUEUED ? name_parse_queued(names[i], &prio, &id)
 						  : name_parse_plain(names[i], &id)) < 0)
-				continue;
-			/* No record, and said elsewhere (warn_strays, load_records). */
-			if (fstatat(d->sp.dir[dirs[k]], names[i], &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-			    !S_ISREG(st.st_mode))
 				continue;
 			if (nv == cap) {
 				struct rec_name *nvp = realloc(v, (cap = cap ? cap * 2 : 1024) * sizeof *v);
@@ -220,6 +249,18 @@ static void dedupe(struct daemon *d)
 		struct rec_name *x = &v[i], *y = &v[i + 1];
 
 		if (x->id != y->id)
+			continue;
+		/* A stray (a symlink, directory...) is no record, and is said
+		 * elsewhere (warn_strays, load_records): the other copy goes
+		 * on to i + 1, to meet a third, if any. */
+		if (!is_regular(d, y)) {
+			struct rec_name t = *x;
+
+			*x = *y;
+			*y = t;
+			continue;
+		}
+		if (!is_regular(d, x))
 			continue;
 		if (spool_load(&d->sp, x->dir, x->name, &a, &err) < 0) {
 			logmsg("%s", err.msg);
@@ -323,11 +364,12 @@ static void scan_dir(struct daemon *d, enum spool_dir which)
 		logmsg("%s/%s: %s", d->sp.path, spool_dir_name[which], strerror(errno));
 		return;
 	}
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0, k; i < n; i += k) {
+		k = which == SD_CTL ? 1 : n - i < ACCEPT_BATCH ? n - i : ACCEPT_BATCH;
 		if (which == SD_NEW)
-			accept_new(d, names[i]);
+			accept_new(d, names + i, k);
 		else if (which == SD_INCOMING)
-			accept_incoming(d, names[i], NULL);
+			accept_incoming(d, names + i, k);
 		else
 			apply_ctl(d, names[i]);
 	}
@@ -528,9 +570,17 @@ static int created_regular(struct daemon *d, const char *name)
 	return fstatat(d->sp.dir[SD_NEW], name, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISREG(st.st_mode);
 }
 
+/*
+ * The events of new/ and ctl/.  Files in new/ are accepted together,
+ * as many as one read brings (accept_new shares the syncs among them),
+ * but never after a request that came later: a `cancel` right after a
+ * `submit` finds its job.
+ */
 static void ino_read(struct daemon *d, int fd, int wd_new, int wd_ctl)
 {
 	char buf[65536] __attribute__((aligned(__alignof__(struct inotify_event))));
+	char *pend[ACCEPT_BATCH];
+	size_t np = 0;
 	ssize_t len;
 	int rescan = 0;
 
@@ -538,16 +588,27 @@ static void ino_read(struct daemon *d, int fd, int wd_new, int wd_ctl)
 		for (char *p = buf; p < buf + len;) {
 			struct inotify_event *ev = (struct inotify_event *)p;
 
-			if (ev->mask & IN_Q_OVERFLOW)
-				rescan = 1;
-			else if (ev->len && ev->wd == wd_new && !(ev->mask & IN_CREATE))
-				accept_new(d, ev->name);
-			else if (ev->len && ev->wd == wd_new && !created_regular(d, ev->name))
-				accept_new(d, ev->name);  /* a symlink, directory, FIFO: to reject */
-			else if (ev->len && ev->wd == wd_ctl)
-				apply_ctl(d, ev->name);
 			p += sizeof *ev + ev->len;
+			if (ev->mask & IN_Q_OVERFLOW) {
+				rescan = 1;
+			} else if (ev->len && ev->wd == wd_new &&
+				   (!(ev->mask & IN_CREATE) || !created_regular(d, ev->name))) {
+				/* A regular file is taken when complete (closed or
+				 * renamed in); a symlink, directory or FIFO at once,
+				 * to be rejected. */
+				pend[np++] = ev->name;
+				if (np == ACCEPT_BATCH) {
+					accept_new(d, pend, np);
+					np = 0;
+				}
+			} else if (ev->len && ev->wd == wd_ctl) {
+				accept_new(d, pend, np);
+				np = 0;
+				apply_ctl(d, ev->name);
+			}
 		}
+		accept_new(d, pend, np);        /* before buf is read over */
+		np = 0;
 	}
 	if (rescan) {
 		logmsg("inotify queue overflowed; re-reading new/ and ctl/");
@@ -708,6 +769,7 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct daemon d = { 0 };
+	struct index_writer iw = { 0 };        /* SPOOL/queued.idx, for status */
 	struct cb_err err = { 0 };
 	const char *config = NULL, *pubkey = NULL;
 	sigset_t mask;
@@ -802,7 +864,7 @@ int main(int argc, char **argv)
 		}
 		call_fds(&d, p + np);
 		np += 2 * d.nnodes;
-		n = poll(p, np, min_timeout(&d));
+		n = poll(p, np, index_tick(&iw, &d.sp, min_timeout(&d)));
 		if (n < 0 && errno != EINTR) {
 			logmsg("poll: %s", strerror(errno));
 			free(p);
@@ -834,6 +896,7 @@ int main(int argc, char **argv)
 			break;
 	}
 out:
+	index_stop(&iw);
 	logmsg("stopping; running jobs keep running");
 	for (size_t k = 0; k < d.nnodes; k++) {
 		watch_stop(&d.nodes[k]);

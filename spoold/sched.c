@@ -314,10 +314,15 @@ int schedule(struct daemon *d)
 				break;
 		}
 		if (k == d->nnodes) {
-			char *never = e->need ? never_fits(d, e) : NULL;
+			char *never;
 
 			if (e->need)
 				waiting = 1;
+			if (e->never_noted) {   /* known never to fit (below) */
+				i++;
+				continue;
+			}
+			never = e->need ? never_fits(d, e) : NULL;
 			/* A job no node can ever take holds nothing: it says why. */
 			if (never)
 				note_waiting(d, e, never);

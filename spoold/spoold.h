@@ -106,8 +106,11 @@ int r_add(struct daemon *d, long long id, const char *aid, size_t node, int laun
 void r_remove(struct daemon *d, struct rent *e);
 
 /* jobs.c: every transition of a job's record */
-int accept_new(struct daemon *d, const char *name);
-int accept_incoming(struct daemon *d, const char *name, const char *orig);
+/* Accept the files NAMES[0..N) of new/ (of incoming/: the recovery),
+ * all together (ACCEPT_BATCH at most is a good N). */
+#define ACCEPT_BATCH 1024
+int accept_new(struct daemon *d, char *const *names, size_t n);
+int accept_incoming(struct daemon *d, char *const *names, size_t n);
 int apply_ctl(struct daemon *d, const char *name);
 /* E cannot be placed for a reason worth showing: its record's reason
  * becomes "waiting: WHY" (written only when it changes). */

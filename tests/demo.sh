@@ -17,7 +17,7 @@ if nvidia-smi -L >/dev/null 2>&1; then
 	say "real GPUs found: using nvidia-smi"
 else
 	say "no GPU answers here: simulating four cards (tests/fake-nvidia-smi)"
-	export FAKE_GPU_DIR=$tmp/gpus
+	export FAKE_GPU_DIR=$tmp/gpus CARDBATON_NVML=off
 	mkdir -p "$FAKE_GPU_DIR/bin"
 	ln -s "$top/tests/fake-nvidia-smi" "$FAKE_GPU_DIR/bin/nvidia-smi"
 	export PATH=$FAKE_GPU_DIR/bin:$PATH

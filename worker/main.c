@@ -32,9 +32,9 @@
  *    the controller sees the final state, the cards are free.
  *
  * Files: main.c (arguments), launch.c (launch and the supervisor),
- * cmds.c (gpus, status, watch, cancel, pause, log), nvsmi.c
- * (nvidia-smi), json.c (the checkpoint marker), util.c (files, locks,
- * state records).
+ * cmds.c (gpus, status, watch, cancel, pause, log), nvml.c (NVML,
+ * through dlopen), nvsmi.c (nvidia-smi), json.c (the checkpoint
+ * marker), util.c (files, locks, state records).
  */
 #include <errno.h>
 #include <stdio.h>

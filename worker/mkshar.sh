@@ -24,7 +24,9 @@ eof=CARDBATON_WORKER_SOURCE_EOF_$$
 	done
 	echo 'mkdir -p "$(dirname "$dest")"'
 	echo 'echo "cardbaton-worker: compiling on $(uname -m)" >&2'
-	echo '${CC:-cc} -std=c11 -O2 -D_GNU_SOURCE -I"$src" -o "$dest.tmp.$$" "$src"/*.c'
+	# -ldl: dlopen (worker/nvml.c) is in libc itself only from glibc
+	# 2.34 on; an empty libdl.a stands in on newer glibc and musl.
+	echo '${CC:-cc} -std=c11 -O2 -D_GNU_SOURCE -I"$src" -o "$dest.tmp.$$" "$src"/*.c -ldl'
 	echo 'chmod 755 "$dest.tmp.$$"'
 	echo 'mv -f "$dest.tmp.$$" "$dest"'
 } > "$out.tmp"

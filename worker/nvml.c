@@ -433,17 +433,17 @@ int nvml_query(struct nv_info *info, enum nv_what what, long long deadline, char
 		const char *nul = memchr(c.out, '\0', c.outlen);
 		size_t glen = nul ? (size_t)(nul - c.out) : c.outlen;
 
-		if (nv_parse_gpus(c.out, glen, info, &e) < 0)
+		if (nv_parse_gpus(c.out, glen, info, &e) < 0) {
 			*why = wk_asprintf("an answer nvidia-smi's format cannot carry (%s)",
 					   e ? e : "out of memory");
-		else if (what == NV_ALL &&
-			 (!nul || read_counts(nul + 1, c.outlen - glen - 1, info) < 0))
+		} else if (what == NV_ALL &&
+			   (!nul || read_counts(nul + 1, c.outlen - glen - 1, info) < 0)) {
 			*why = wk_asprintf("malformed process counts");
-		free(e);
-		if (!*why) {
+		} else {
 			wk_child_free(&c);
 			return 0;
 		}
+		free(e);
 		nv_free(info);
 	} else if (WIFEXITED(st)) {
 		char *line = nv_first_line(c.err);

@@ -338,7 +338,13 @@ int wk_state_open(struct wk_state *st, const char *dir, char **why)
 			fd = -1;
 		}
 		if (fd < 0) {
-			*why = wk_asprintf("%s/%s: %s", st->path, sub[i], strerror(errno));
+			struct stat ls;
+			int e = errno;
+
+			if (fstatat(st->fd, sub[i], &ls, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(ls.st_mode))
+				*why = wk_asprintf("%s/%s: is a symbolic link (not followed)", st->path, sub[i]);
+			else
+				*why = wk_asprintf("%s/%s: %s", st->path, sub[i], strerror(e));
 			return -1;
 		}
 		if (i == 0)

@@ -11,7 +11,9 @@
 /* Built inside the repository with -Ispool-layout, from a flat copy of
  * the worker's sources with wire.c and wire.h (make install), or from
  * the repository root with nothing but
- *     cc -std=c11 -D_GNU_SOURCE worker/[a-z]*.c spool-layout/wire.c */
+ *     cc -std=c11 -D_GNU_SOURCE worker/[a-z]*.c spool-layout/wire.c
+ * (and spool-layout/crash.c; -ldl on glibc older than 2.34, for NVML's
+ * dlopen, or -DCARDBATON_NO_NVML for a worker without NVML). */
 #if defined(__has_include)
 #if __has_include("wire.h")
 #include "crash.h"

@@ -5,7 +5,8 @@
 # (ns).  Prints the median and p90 of next-start minus previous-end: the
 # time CardBaton takes to hand a freed card to the next job.  The ssh
 # variant runs against a real sshd test host (tests/lib/sshhosts.bash;
-# needs root).
+# needs root).  The local worker asks the fake nvidia-smi; with
+# NVML=fake, the fake NVML library (tests/fake-nvml/) first.
 set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
 mode=${2:-local}
@@ -36,6 +37,12 @@ else
 	mkdir -p "$FAKE_GPU_DIR/bin"
 	ln -s "$top/tests/fake-nvidia-smi" "$FAKE_GPU_DIR/bin/nvidia-smi"
 	export PATH=$FAKE_GPU_DIR/bin:$PATH
+	# Never the machine's own NVML: the fake cards only.
+	if [ "${NVML:-}" = fake ]; then
+		export CARDBATON_NVML=$build/tests/fake-nvml/libnvidia-ml.so.1
+	else
+		export CARDBATON_NVML=off
+	fi
 	echo "0, GPU-00000000-0000-0000-0000-000000000000, Fake, 0, 80000, 0" > "$FAKE_GPU_DIR/gpus.csv"
 	: > "$FAKE_GPU_DIR/apps.csv"
 	printf 'spool: %s/spool\nnodes:\n  h:\n    local: true\n' "$tmp" > "$tmp/config.yaml"
@@ -48,7 +55,7 @@ done
 "${run[@]}" cardbaton-spoold --config "$tmp/config.yaml" 2>"$tmp/daemon.log" &
 daemon=$!
 until [ -f "$tmp/t.end" ] && [ "$(wc -l < "$tmp/t.end")" -ge "$n" ]; do sleep 0.1; done
-python3 - "$tmp/t.start" "$tmp/t.end" "$mode" <<'PY'
+python3 - "$tmp/t.start" "$tmp/t.end" "$mode${NVML:+, NVML=$NVML}" <<'PY'
 import sys, statistics
 s = [int(x) for x in open(sys.argv[1])]
 e = [int(x) for x in open(sys.argv[2])]

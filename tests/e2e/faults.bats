@@ -10,13 +10,34 @@
 #
 # The seed is printed; CB_FAULT_SEED=N repeats a run (the same jobs and
 # the same fault decisions; the timing of a shared machine still varies).
+# Also here: the run's own instruments (the jobs' card locks, the
+# checker) shown to catch what they are for, and what fault runs found,
+# each made deterministic.
 
 load ../lib/common
 load ../lib/sshhosts
 
 setup() {
-	hosts_available || skip "needs root, ip netns and sshd"
 	T=$BATS_TEST_TMPDIR
+}
+
+need_hosts() {
+	hosts_available || skip "needs root, ip netns and sshd"
+}
+
+# Found by the fault run (its first submit races the daemon's start):
+# two creators of a new spool, one's id.new renamed over the other's.
+@test "tools creating a new spool at once: every one of them succeeds" {
+	for r in $(seq 1 10); do
+		printf 'spool: ./sp%s\nnodes:\n  local:\n    local: true\n' "$r" > "$T/c$r.yaml"
+		for k in 1 2 3 4 5 6; do
+			"$CB_BUILD/cardbaton-submit" --config "$T/c$r.yaml" -- true >/dev/null 2>>"$T/err" &
+		done
+		wait
+	done
+	[ ! -s "$T/err" ] || { cat "$T/err"; false; }
+	[ "$(cat "$T"/sp*/id | sort -u | wc -l)" -eq 10 ]
+	[ "$(ls "$T"/sp*/new | grep -c '\.job$')" -eq 60 ]
 }
 
 @test "the job's card locks see a card booked twice (the soak's live check)" {
@@ -68,6 +89,7 @@ setup() {
 }
 
 @test "a seeded fault run: every job once, terminal or legitimately waiting; lost only when truly lost; no card booked twice" {
+	need_hosts
 	seed=${CB_FAULT_SEED:-4242}
 	echo "# fault run: seed $seed (CB_FAULT_SEED=$seed repeats it)" >&3
 	run "$CB_TOP/tests/soak/soak" --build "$CB_BUILD" --seed "$seed" --seconds 45 --jobs 60 --drain 90 3>&-
@@ -75,4 +97,49 @@ setup() {
 	echo "$output" | grep -E '^soak: (jobs|faults|lost|seed)' | sed 's/^/# /' >&3
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"SOAK_RESULT "*'"violations": 0'* ]]
+}
+
+# The fault run's first finding, made deterministic: a daemon that
+# restarts while a launch is still at the cards (its nvidia-smi hanging)
+# hears "starting" for an attempt that has no state file yet.  That is
+# not a start: the launcher then gives up ("nvidia-smi did not answer"),
+# removes the attempt, and the job must be launched again, not declared
+# lost ("the node has no record of this attempt").
+@test "a daemon restarted while a launch hangs at the cards: the job is launched again, not lost" {
+	need_hosts
+	setup_common
+	unset HOSTS_UID HOSTS_DIR
+	hosts_up 1
+	C=$T/config.yaml
+	printf 'spool: ./spool\nssh_command: [ssh, -F, %s]\nnodes:\n  host1:\n    ssh: host1\n' "$SSH_CONFIG" > "$C"
+	# nvidia-smi on host1: its 3rd call (the launch's first look at the
+	# cards, after the daemon's GPU query) hangs past the worker's 10 s.
+	fake=$(readlink -f "$(host_bin_dir 1)/nvidia-smi")
+	rm "$(host_bin_dir 1)/nvidia-smi"
+	cat > "$(host_bin_dir 1)/nvidia-smi" <<-SH
+		#!/bin/sh
+		n=\$(cat "$T/calls" 2>/dev/null || echo 0); n=\$((n + 1)); echo \$n > "$T/calls"
+		[ "\$n" = 3 ] && sleep 12
+		exec "$fake" "\$@"
+	SH
+	chmod 755 "$(host_bin_dir 1)/nvidia-smi"
+	id=$(cardbaton-submit --config "$C" --gpu-count 1 -- sh -c 'echo run >> "$0"' "$T/runs")
+	ip netns exec "$CLIENT_NS" cardbaton-spoold --config "$C" >>"$T/daemon.log" 2>&1 3>&- &
+	DAEMON_PID=$!
+	atts=$(host_home 1)/.local/state/sshgpu-queue/attempts
+	wait_for 30 '[ -d "$atts" ] && [ -n "$(ls "$atts")" ] && [ "$(cat "$T/calls")" -ge 3 ]'
+	# The launch is at the cards: the daemon dies and comes back.
+	kill -9 "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null || true
+	ip netns exec "$CLIENT_NS" cardbaton-spoold --config "$C" >>"$T/daemon.log" 2>&1 3>&- &
+	DAEMON_PID=$!
+	wait_for 90 '[ "$(job_state "$id")" = succeeded ] || [ "$(job_state "$id")" = lost ]'
+	cat "$T/daemon.log"
+	[ "$(job_state "$id")" = succeeded ]
+	[ "$(wc -l < "$T/runs")" -eq 1 ]
+}
+
+teardown() {
+	[ -n "${DAEMON_PID:-}" ] && { kill -9 "$DAEMON_PID" 2>/dev/null; wait "$DAEMON_PID" 2>/dev/null; }
+	[ -n "${HOSTS_UID:-}" ] && hosts_down
+	return 0
 }

@@ -254,7 +254,8 @@ go() {
 	rm "$FAKE_GPU_DIR/fail"
 
 	rm "$FAKE_GPU_DIR/bin/nvidia-smi"
-	PATH=$CB_BUILD:$FAKE_GPU_DIR/bin:/usr/bin:/bin run cardbaton-worker gpus
+	# (nvidia-smi alone: through NVML, CB_TEST_NVML=fake, it would answer.)
+	CARDBATON_NVML=off PATH=$CB_BUILD:$FAKE_GPU_DIR/bin:/usr/bin:/bin run cardbaton-worker gpus
 	[ "$status" -eq 69 ]
 	grep -q '^error ' <<< "$output"
 	[[ $output == *"cannot run nvidia-smi: No such file or directory"* ]]

@@ -346,7 +346,7 @@ route replace $HOSTS_NET.0/24 dev br0 proto kernel scope link src $HOSTS_NET.254
 			PrintLastLog no
 			X11Forwarding no
 			Subsystem sftp internal-sftp
-			SetEnv PATH=$d/bin:$CBH_SYS_PATH HOME=$d/home TMPDIR=$d/tmp FAKE_GPU_DIR=$d/gpus CARDBATON_HOST=host$i
+			SetEnv PATH=$d/bin:$CBH_SYS_PATH HOME=$d/home TMPDIR=$d/tmp FAKE_GPU_DIR=$d/gpus CARDBATON_HOST=host$i CARDBATON_NVML=off
 			${extra}
 			${HOSTS_SSHD_EXTRA:-}
 		EOF

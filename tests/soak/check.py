@@ -46,7 +46,9 @@ effects/JOBID, violations) and what the driver did (plan, faults/).
     trace); the node's final state of every other attempt of a finished
     job is the record's; after the drain no attempt is alive (lock held,
     or a process holding its files) and no card lease is held.
- 7. The driver's own findings (faults/driver): the daemon never exited
+ 7. Each job ends once: the daemon's log has at most one final verdict
+    (succeeded, failed, cancelled, lost) per job.
+ 8. The driver's own findings (faults/driver): the daemon never exited
     by itself, exited 0 on SIGTERM, no sanitizer report, the queue
     drained in time, every submit succeeded.
 
@@ -384,6 +386,16 @@ def main():
             if ns[1].get("state") != at["state"]:
                 v.append(f"{tag}: attempt {at['id']} is {at['state']} in the record, "
                          f"{ns[1].get('state')} on the node ({ns[1].get('reason')})")
+
+    # Each job ends once: one final verdict in the daemon's log.
+    verdicts = {}
+    for l in read_lines(f"{d}/daemon.log"):
+        m = re.match(r"cardbaton-spoold: job (\d+): (succeeded|failed|cancelled|lost)\b", l)
+        if m:
+            verdicts.setdefault(m.group(1), []).append(m.group(2))
+    for jid, vs in sorted(verdicts.items(), key=lambda x: int(x[0])):
+        if len(vs) > 1:
+            v.append(f"job {jid}: ended {len(vs)} times: {', '.join(vs)}")
 
     extra = set(recs) - set(plan)
     if extra:

@@ -300,6 +300,11 @@ static void test_errors(void)
 	CHECK_STR(bad("command: [\xff\xfe]\n"),
 		  "job.yaml: not valid UTF-8: invalid leading UTF-8 octet (byte 0xff at offset 10)");
 	CHECK(strncmp(bad("command: [caf\xc3]\n"), "job.yaml: not valid UTF-8: ", 27) == 0);
+	/* The byte named is the input's, not libyaml's problem value. */
+	CHECK_STR(bad("command: [\xc0\xaf]\n"),
+		  "job.yaml: not valid UTF-8: invalid length of a UTF-8 sequence (byte 0xc0 at offset 10)");
+	CHECK_STR(bad("command: [\xed\xa0\x80]\n"),
+		  "job.yaml: not valid UTF-8: invalid Unicode character U+D800 (byte 0xed at offset 10)");
 	CHECK(strncmp(bad("\xff\xd8\xff\xe0" "JFIF"), "job.yaml: not valid UTF-8: ", 27) == 0);
 	CHECK_STR(bad("\x7f" "ELF\x02\x01\x01"),
 		  "job.yaml: control characters are not allowed (U+007F at offset 0)");
@@ -307,7 +312,8 @@ static void test_errors(void)
 	CHECK_STR(bad("command: [a\x01]\n"),
 		  "job.yaml: control characters are not allowed (U+0001 at offset 11)");
 	CHECK_STR(bad_n("command: [a]\n\0\n", 15), "job.yaml: contains a NUL byte (offset 13)");
-	CHECK_STR(bad_n("\xff\xfe" "c\0o\0", 6), "job.yaml: contains a NUL byte (offset 3)");
+	/* Real UTF-16 (NULs and all) is named by its byte order mark. */
+	CHECK_STR(bad_n("\xff\xfe" "c\0o\0", 6), "job.yaml: not valid UTF-8: UTF-16 byte order mark");
 	CHECK_STR(bad("command: [\"a\\0b\"]\n"), "job.yaml:1: command[0]: must not contain a NUL character");
 	CHECK_STR(bad("{\"command\": [\"a\\u0000b\"]}"),
 		  "job.yaml:1: command[0]: must not contain a NUL character");
