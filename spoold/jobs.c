@@ -71,6 +71,7 @@ struct sub {
 };
 
 static int queue_incoming(struct daemon *d, struct sub *v, size_t n);
+static void cancel_running(struct daemon *d, struct rent *e);
 
 /* Give S in new/ a fresh ID and move it to incoming/ under it: 0, or
  * -1 with errno (ENOENT: it is gone). */
@@ -813,10 +814,12 @@ int apply_attempt(struct daemon *d, struct rent *e, const struct wire_rec *w)
 	} else {
 		logmsg("job %lld: %s%s%s", j.id, job_state_name(js), j.reason ? ": " : "",
 		       j.reason ? j.reason : "");
-		if (js != JS_RUNNING && js != JS_PAUSING)
-			r_remove(d, e);
+		/* Queued again before the attempt is let go: a cancel kept
+		 * for it then finds the job in the queue. */
 		if (js == JS_QUEUED && enqueue(d, &j) < 0)
 			r = -1;
+		if (js != JS_RUNNING && js != JS_PAUSING)
+			r_remove(d, e);
 	}
 	free(name);
 	job_free(&j);
@@ -834,6 +837,9 @@ int reconcile_node(struct daemon *d, size_t node)
 
 	if (n->check.pid > 0)
 		return 0;
+	for (size_t i = 0; i < d->nr; i++)
+		if (d->r[i].node == node && d->r[i].cancel)
+			cancel_running(d, &d->r[i]);    /* kept: not yet heard */
 	if (!(args = calloc(d->nr + 2, sizeof *args)))
 		return -1;
 	args[k++] = "status";
@@ -1069,6 +1075,20 @@ static int promote(struct daemon *d, struct qent *e, long long arg)
 	return 0;
 }
 
+/* Job ID's attempt is over, and REQ, a cancel request kept for it
+ * (apply_ctl), is still in ctl/: done with, or -- the job is back in
+ * the queue or paused -- applied to what the job is now. */
+void cancel_after_attempt(struct daemon *d, long long id, const char *req)
+{
+	char *pn = name_plain(id);
+
+	if (q_find(d, id) || (pn && faccessat(d->sp.dir[SD_PAUSED], pn, F_OK, AT_SYMLINK_NOFOLLOW) == 0))
+		apply_ctl(d, req);
+	else if (unlinkat(d->sp.dir[SD_CTL], req, 0) < 0 && errno != ENOENT)
+		logmsg("ctl/%s: %s", req, strerror(errno));
+	free(pn);
+}
+
 int apply_ctl(struct daemon *d, const char *name)
 {
 	long long id, arg = CTL_NO_ARG;
@@ -1079,6 +1099,7 @@ int apply_ctl(struct daemon *d, const char *name)
 	struct rent *re;
 	unsigned long stalls = d->stalls;
 	struct stat st;
+	int keep = 0;
 
 	if (name[0] == '.')
 		return 0;
@@ -1116,7 +1137,12 @@ int apply_ctl(struct daemon *d, const char *name)
 				qent_free(qe);
 			}
 		} else if (re) {
+			/* Kept until the attempt ends, and sent again with
+			 * every reconcile: a node cut off now hears it later. */
 			cancel_running(d, re);
+			if (!re->cancel)
+				re->cancel = strdup(name);
+			keep = re->cancel && !strcmp(re->cancel, name);
 		} else if (pn && faccessat(d->sp.dir[SD_PAUSED], pn, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
 			finish_unstarted(d, SD_PAUSED, pn, "cancelled by user");
 		} else {
@@ -1150,7 +1176,7 @@ done:
 	free(buf);
 	if (d->stalls != stalls)
 		return 0;       /* the spool could not be written: kept, retried */
-	if (unlinkat(d->sp.dir[SD_CTL], name, 0) < 0 && errno != ENOENT)
+	if (!keep && unlinkat(d->sp.dir[SD_CTL], name, 0) < 0 && errno != ENOENT)
 		logmsg("ctl/%s: %s", name, strerror(errno));
 	return 0;
 }

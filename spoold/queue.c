@@ -218,12 +218,16 @@ int r_add(struct daemon *d, long long id, const char *aid, size_t node, int laun
 	e->id = id;
 	e->node = node;
 	e->launching = launching;
+	e->cancel = NULL;
 	d->nr++;
 	return 0;
 }
 
 void r_remove(struct daemon *d, struct rent *e)
 {
+	if (e->cancel)
+		cancel_after_attempt(d, e->id, e->cancel);
+	free(e->cancel);
 	free(e->aid);
 	*e = d->r[--d->nr];
 }

@@ -64,6 +64,8 @@ struct rent {
 	char *aid;                      /* its current attempt */
 	size_t node;                    /* index into d->nodes */
 	int launching;                  /* launch not yet confirmed */
+	char *cancel;                   /* its cancel request in ctl/, kept (and
+					   sent again) until the attempt ends */
 };
 
 struct daemon {
@@ -112,6 +114,7 @@ void r_remove(struct daemon *d, struct rent *e);
 int accept_new(struct daemon *d, char *const *names, size_t n);
 int accept_incoming(struct daemon *d, char *const *names, size_t n);
 int apply_ctl(struct daemon *d, const char *name);
+void cancel_after_attempt(struct daemon *d, long long id, const char *req);
 /* E cannot be placed for a reason worth showing: its record's reason
  * becomes "waiting: WHY" (written only when it changes). */
 void note_waiting(struct daemon *d, struct qent *e, const char *why);

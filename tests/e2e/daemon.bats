@@ -352,3 +352,30 @@ final() {
 	wait_for 10 final "$d"
 	[ "$(state "$d")" = succeeded ]
 }
+
+@test "a cancel the node cannot hear is kept in ctl/ and sent again, across a restart, until the job stops" {
+	# A worker that refuses every cancel while $T/deaf exists.
+	cat > "$T/worker" <<-EOF
+	#!/bin/sh
+	if [ "\$3" = cancel ] && [ -e "$T/deaf" ]; then echo refused >> "$T/refused"; exit 255; fi
+	exec "$CB_BUILD/cardbaton-worker" "\$@"
+	EOF
+	chmod +x "$T/worker"
+	export CARDBATON_WORKER=$T/worker
+	start_daemon
+	id=$(sub -- sleep 600)
+	wait_for 10 '[ "$(state "$id")" = running ]'
+	touch "$T/deaf"
+	run cardbaton-cancel --config "$C" "$id"
+	[ "$status" -eq 69 ]
+	# The tool's try and the daemon's, then the daemon's again.
+	wait_for 20 '[ "$(wc -l < "$T/refused")" -ge 3 ]'
+	[ "$(state "$id")" = running ]
+	ls "$T/spool/ctl" | grep -q "^$id\.cancel\."
+	kill -KILL "$DAEMON_PID"
+	wait "$DAEMON_PID" 2>/dev/null || true
+	start_daemon
+	rm "$T/deaf"
+	wait_for 20 '[ "$(state "$id")" = cancelled ]'
+	wait_for 10 '[ -z "$(ls "$T/spool/ctl")" ]'
+}
