@@ -236,134 +236,6 @@ int term_width(void)
 	return ws.ws_col;
 }
 
-/* A C0 control, DEL, or the start of a UTF-8 C1 control (U+0080..9F). */
-static size_t control_len(const unsigned char *p)
-{
-	if (*p < 0x20 || *p == 0x7f)
-		return 1;
-	if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
-		return 2;
-	return 0;
-}
-
-static int word_safe(const char *w, int first)
-{
-	const unsigned char *p = (const unsigned char *)w;
-
-	if (!*p)
-		return 0;
-	for (; *p; p++) {
-		if (*p >= 0x80) {
-			if (control_len(p))
-				return 0;
-			continue;
-		}
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-		      (*p >= '0' && *p <= '9') || strchr("_@%+:,./-", *p) ||
-		      (*p == '=' && !first)))
-			return 0;
-	}
-	return 1;
-}
-
-static int has_control(const char *w)
-{
-	for (const unsigned char *p = (const unsigned char *)w; *p; p++)
-		if (control_len(p))
-			return 1;
-	return 0;
-}
-
-static int quote_word(struct sbuf *b, const char *w, int first)
-{
-	const unsigned char *p;
-
-	if (word_safe(w, first))
-		return sbuf_add(b, w, strlen(w));
-	if (!has_control(w)) {
-		if (sbuf_add(b, "'", 1) < 0)
-			return -1;
-		for (p = (const unsigned char *)w; *p; p++)
-			if (*p == '\'' ? sbuf_add(b, "'\\''", 4) < 0 : sbuf_add(b, p, 1) < 0)
-				return -1;
-		return sbuf_add(b, "'", 1);
-	}
-	if (sbuf_add(b, "$'", 2) < 0)
-		return -1;
-	for (p = (const unsigned char *)w; *p; p++) {
-		int r;
-
-		switch (*p) {
-		case '\n':
-			r = sbuf_add(b, "\\n", 2);
-			break;
-		case '\t':
-			r = sbuf_add(b, "\\t", 2);
-			break;
-		case '\r':
-			r = sbuf_add(b, "\\r", 2);
-			break;
-		case '\\':
-			r = sbuf_add(b, "\\\\", 2);
-			break;
-		case '\'':
-			r = sbuf_add(b, "\\'", 2);
-			break;
-		default:
-			if (control_len(p) == 2) {      /* a C1 control: both bytes */
-				r = sbuf_addf(b, "\\x%02x\\x%02x", p[0], p[1]);
-				p++;
-			} else if (control_len(p)) {
-				r = sbuf_addf(b, "\\x%02x", *p);
-			} else {
-				r = sbuf_add(b, p, 1);
-			}
-		}
-		if (r < 0)
-			return -1;
-	}
-	return sbuf_add(b, "'", 1);
-}
-
-char *shell_join(char *const *argv, size_t argc)
-{
-	struct sbuf b = { 0 };
-
-	if (sbuf_add(&b, "", 0) < 0)
-		return NULL;
-	for (size_t i = 0; i < argc; i++)
-		if ((i && sbuf_add(&b, " ", 1) < 0) || quote_word(&b, argv[i], i == 0) < 0) {
-			sbuf_free(&b);
-			return NULL;
-		}
-	return b.s;
-}
-
-char *printable(const char *s)
-{
-	struct sbuf b = { 0 };
-
-	if (sbuf_add(&b, "", 0) < 0)
-		return NULL;
-	for (const unsigned char *p = (const unsigned char *)s; *p; ) {
-		size_t n = control_len(p);
-
-		if ((n ? sbuf_add(&b, "?", 1) : sbuf_add(&b, p, 1)) < 0) {
-			sbuf_free(&b);
-			return NULL;
-		}
-		p += n ? n : 1;
-	}
-	return b.s;
-}
-
-char *command_display(const struct job_def *d)
-{
-	if (d->argv)
-		return shell_join(d->argv, d->argc);
-	return printable(d->shell ? d->shell : "");
-}
-
 void fmt_age(char *buf, size_t size, long long ms)
 {
 	long long s = ms > 0 ? ms / 1000 : 0;
@@ -490,9 +362,15 @@ void table_print(const struct table *t, FILE *fp, int width)
 	sbuf_free(&line);
 }
 
+void table_row_ref(struct table *t, const char *const *cells)
+{
+	t->borrowed = 1;
+	table_row_own(t, (char **)cells);
+}
+
 void table_free(struct table *t)
 {
-	for (size_t i = 0; i < t->nrow * t->ncol; i++)
+	for (size_t i = 0; !t->borrowed && i < t->nrow * t->ncol; i++)
 		free(t->cell[i]);
 	free(t->cell);
 	free(t->w);

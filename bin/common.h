@@ -104,18 +104,8 @@ void finish_stdout(void);
 /* Columns of the terminal on stdout, or 0 when stdout is not one. */
 int term_width(void);
 
-/*
- * ARGV as one line a POSIX shell reads back as the same words: a word
- * of only safe characters is left bare, others are put in '...', and a
- * word holding control characters in bash's $'...' so that the line
- * never carries a raw newline or escape.  malloc'd, NULL on ENOMEM.
- */
-char *shell_join(char *const *argv, size_t argc);
-/* The command of a job for display: its argv joined, or the sh -c
- * string with control characters shown as '?'. */
-char *command_display(const struct job_def *d);
-/* S with every control byte replaced by '?' (malloc'd, NULL on ENOMEM). */
-char *printable(const char *s);
+/* shell_join, command_display and printable are in spool.h (index.c):
+ * the daemon renders status's cells into SPOOL/queued.idx with them. */
 
 /* A duration in ms as "45s", "12m", "3h07m", "2d05h" into BUF. */
 void fmt_age(char *buf, size_t size, long long ms);
@@ -135,12 +125,16 @@ struct table {
 	unsigned right;
 	char **cell;            /* nrow * ncol */
 	size_t *w;
+	int borrowed;           /* cells are the caller's (table_row_ref) */
 };
 void table_init(struct table *t, size_t ncol, unsigned right);
 /* NCOL strings, copied; exits 71 on ENOMEM. */
 void table_row(struct table *t, const char *const *cells);
 /* NCOL malloc'd strings, which the table now owns. */
 void table_row_own(struct table *t, char **cells);
+/* NCOL strings the caller keeps until table_free (which frees none of
+ * them): for a table of many rows.  Not mixed with the two above. */
+void table_row_ref(struct table *t, const char *const *cells);
 void table_print(const struct table *t, FILE *fp, int width);
 void table_free(struct table *t);
 

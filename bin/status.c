@@ -4,20 +4,40 @@
  *
  * Design: status is a reader of the spool as LAYOUT.md describes it,
  * and works the same with or without the daemon.  One readdir per
- * directory, one read per record shown:
+ * directory, one read per record shown -- except queued/, which the
+ * daemon summarises in SPOOL/queued.idx (LAYOUT.md §11, index.c):
  *
- *  1. list new/ incoming/ queued/ running/ paused/ (and done/ for --all;
- *     otherwise done/ is only looked up for the IDs listed), names only;
+ *  1. list new/ incoming/; then queued/: when queued.idx describes
+ *     queued/ as it is now (the directory's device, inode, ctime and
+ *     mtime are those the index was made for; fstat()ed after the
+ *     index is read and before running/ is listed), its lines stand for
+ *     the names and the records of queued/ -- no listing, no reads;
+ *     otherwise queued/ is listed as below.  Then running/ paused/ (and
+ *     done/ for --all; otherwise done/ is only looked up for the IDs
+ *     listed, or, while done/ is as it was when the index was made, for
+ *     the IDs the index says have a copy there);
  *  2. group the names by job ID: where two records of one ID exist (a
  *     crash between the two steps of spool_put, or a listing taken
- *     while a job moved) both are read and the higher rev is kept; a
- *     submission in new/ or incoming/ whose ID already has a record is
- *     stale (incoming/) or will get a fresh ID (new/);
+ *     while a job moved) both are read and the higher rev is kept (an
+ *     index line carries its record's rev); a submission in new/ or
+ *     incoming/ whose ID already has a record is stale (incoming/) or
+ *     will get a fresh ID (new/);
  *  3. read what is shown; a record that vanished between the listing
  *     and the read has moved, and is looked up again with spool_find;
+ *     what a row shows comes from status_view_of (index.c), for a
+ *     record read here and for the line the daemon made of it alike,
+ *     so both print the same bytes;
  *  4. sort: queued and not-yet-accepted jobs by priority then ID
  *     (dispatch order, the order of names in queued/), then running
  *     and pausing, paused, finished, each by ID.
+ *
+ * The order of the listings follows the flow of jobs (new/ incoming/
+ * queued/ running/ paused/): a job that moves while status reads is
+ * seen once or twice (and deduplicated by rev), never not at all.  The
+ * index is queued/ at the moment of its fstat, between incoming/ and
+ * running/, so it keeps that guarantee.  An index that is missing,
+ * stale, malformed or a symlink is ignored: the output is the same,
+ * only slower.
  *
  * Submissions dropped into new/ under a foreign name have no ID until
  * the daemon accepts them; they are not listed, and the human view
@@ -55,11 +75,12 @@ static int json_out, show_all;
 static long long now;
 static int exit_code;
 
-/* A name found in a spool directory. */
+/* A name found in a spool directory, or a line of the index. */
 struct ent {
 	long long id;
 	enum spool_dir dir;
-	char *name;
+	char *name;             /* owned unless IX */
+	const struct index_ent *ix;     /* queued/ as the index has it */
 	int dead;
 };
 
@@ -67,9 +88,13 @@ struct ent {
 struct row {
 	int section;            /* 0 queued, 1 running, 2 paused, 3 finished */
 	long long prio, id;
-	char *json;             /* --json: the element */
-	char *cell[NCOL];       /* otherwise: the columns */
+	const char *json;       /* --json: the element (in the index, or JSON_OWN) */
+	char *json_own;
+	const char *cell[NCOL]; /* otherwise: the columns (in the arena, the index, or static) */
 };
+
+/* queued.idx, when it is used: rows point into it until they are printed. */
+static struct spool_index qindex;
 
 static struct row *rows;
 static size_t nrows, caprows;
@@ -103,43 +128,72 @@ static int section_of(enum job_state s)
 	}
 }
 
-static char *int_list(const int *v, size_t n)
+/*
+ * The strings of the table's cells: 100,000 rows would be a million
+ * mallocs and frees.  They are kept in an arena, freed at the end, or
+ * point into the index (which lives as long) or to static text.
+ */
+struct chunk {
+	struct chunk *next;
+	size_t used, cap;
+	char s[];
+};
+static struct chunk *arena;
+
+static char *acopy(const char *s, size_t n)
 {
-	struct sbuf b = { 0 };
+	char *p;
 
-	if (sbuf_add(&b, "", 0) < 0)
-		die(EX_OSERR_, "%s", strerror(ENOMEM));
-	for (size_t i = 0; i < n; i++)
-		if (sbuf_addf(&b, "%s%d", i ? "," : "", v[i]) < 0)
-			die(EX_OSERR_, "%s", strerror(ENOMEM));
-	return b.s;
-}
+	if (!arena || arena->cap - arena->used < n + 1) {
+		size_t cap = n + 1 > 65536 ? n + 1 : 65536;
+		struct chunk *c = xrealloc(NULL, sizeof *c + cap);
 
-/* When the age column counts from: entered the queue, started, paused,
- * finished. */
-static long long age_since(const struct job *j)
-{
-	const struct attempt *a = job_last_attempt(j);
-	long long t = 0;
-
-	switch (j->state) {
-	case JS_QUEUED:
-		t = j->queued_at;
-		break;
-	case JS_RUNNING:
-	case JS_PAUSING:
-		t = a && a->started ? a->started : j->started;
-		break;
-	case JS_PAUSED:
-		t = a ? a->finished : 0;
-		break;
-	default:
-		t = j->finished;
+		c->next = arena;
+		c->used = 0;
+		c->cap = cap;
+		arena = c;
 	}
-	return t ? t : j->submitted;
+	p = arena->s + arena->used;
+	memcpy(p, s, n);
+	p[n] = '\0';
+	arena->used += n + 1;
+	return p;
 }
 
-static void add_row(const struct job *j)
+static void arena_free(void)
+{
+	while (arena) {
+		struct chunk *c = arena->next;
+
+		free(arena);
+		arena = c;
+	}
+}
+
+/* S itself when it lasts until the output is printed (STABLE), else
+ * a copy in the arena. */
+static const char *keep(const char *s, int stable)
+{
+	return stable ? s : acopy(s, strlen(s));
+}
+
+/* "%lld" of V (no printf: it is called 300,000 times). */
+static const char *lld(long long v)
+{
+	char buf[24], *p = buf + sizeof buf;
+	unsigned long long u = v < 0 ? 0 - (unsigned long long)v : (unsigned long long)v;
+
+	do
+		*--p = (char)('0' + u % 10);
+	while (u /= 10);
+	if (v < 0)
+		*--p = '-';
+	return acopy(p, (size_t)(buf + sizeof buf - p));
+}
+
+/* A row from what status shows of a job (a record, or an index line).
+ * STABLE: V's strings last until the output is printed (the index). */
+static void add_view(struct status_view *v, int stable)
 {
 	struct row *r;
 
@@ -147,50 +201,41 @@ static void add_row(const struct job *j)
 		rows = xrealloc(rows, (caprows = caprows ? caprows * 2 : 256) * sizeof *rows);
 	r = &rows[nrows++];
 	memset(r, 0, sizeof *r);
-	r->section = section_of(j->state);
-	r->prio = j->priority;
-	r->id = j->id;
+	r->section = section_of(v->state);
+	r->prio = v->priority;
+	r->id = v->id;
 	if (json_out) {
-		cJSON *o = job_status_json(j);
-
-		if (!o || !(r->json = cJSON_PrintUnformatted(o)))
-			die(EX_OSERR_, "%s", strerror(ENOMEM));
-		cJSON_Delete(o);
+		r->json = v->json;
+		r->json_own = v->own[4];        /* the row owns it now */
+		v->own[4] = NULL;
 		return;
 	}
 
-	const struct attempt *a = job_last_attempt(j);
-	long long since = age_since(j);
-	size_t natt = 0;
 	char age[32];
 
-	for (size_t i = 0; i < j->natt; i++)
-		natt += j->att[i].state != AS_ABORTED;
-	r->cell[C_ID] = must_asprintf("%lld", j->id);
-	r->cell[C_STATE] = xstr(strdup(job_state_name(j->state)));
-	r->cell[C_PRIO] = must_asprintf("%lld", j->priority);
-	/* Node and cards as status --json reports them: the last attempt's
-	 * placement, else what the job pins. */
-	if (a && a->state != AS_ABORTED) {
-		r->cell[C_NODE] = xstr(printable(a->node ? a->node : "-"));
-		r->cell[C_GPUS] = a->ngpus ? int_list(a->gpus, a->ngpus) : xstr(strdup("none"));
-	} else {
-		long long need = jobdef_gpu_need(&j->def);
-
-		r->cell[C_NODE] = xstr(printable(j->def.node ? j->def.node : "-"));
-		if (j->def.ngpus)
-			r->cell[C_GPUS] = int_list(j->def.gpus, j->def.ngpus);
-		else
-			r->cell[C_GPUS] = need ? must_asprintf("any:%lld", need) : xstr(strdup("none"));
-	}
-	r->cell[C_ATT] = must_asprintf("%zu", natt);
-	if (since)
-		fmt_age(age, sizeof age, now - since);
+	r->cell[C_ID] = lld(v->id);
+	r->cell[C_STATE] = job_state_name(v->state);
+	r->cell[C_PRIO] = lld(v->priority);
+	r->cell[C_NODE] = keep(v->node, stable);
+	r->cell[C_GPUS] = keep(v->gpus, stable);
+	r->cell[C_ATT] = lld(v->natt);
+	if (v->since)
+		fmt_age(age, sizeof age, now - v->since);
 	else
 		snprintf(age, sizeof age, "-");
-	r->cell[C_AGE] = xstr(strdup(age));
-	r->cell[C_NAME] = xstr(printable(j->def.name ? j->def.name : "-"));
-	r->cell[C_CMD] = xstr(command_display(&j->def));
+	r->cell[C_AGE] = acopy(age, strlen(age));
+	r->cell[C_NAME] = keep(v->name, stable);
+	r->cell[C_CMD] = keep(v->command, stable);
+}
+
+static void add_row(const struct job *j)
+{
+	struct status_view v;
+
+	if (status_view_of(j, json_out, &v) < 0)
+		die(EX_OSERR_, "%s", strerror(ENOMEM));
+	add_view(&v, 0);
+	status_view_free(&v);
 }
 
 static int row_cmp(const void *pa, const void *pb)
@@ -264,8 +309,28 @@ static void add_ent(long long id, enum spool_dir d, const char *name)
 	ents[nents].id = id;
 	ents[nents].dir = d;
 	ents[nents].name = xstr(strdup(name));
+	ents[nents].ix = NULL;
 	ents[nents].dead = 0;
 	nents++;
+}
+
+/* A line of the index, standing for queued/NAME. */
+static void add_ix_ent(const struct index_ent *e)
+{
+	if (nents == capents)
+		ents = xrealloc(ents, (capents = capents ? capents * 2 : 256) * sizeof *ents);
+	ents[nents].id = e->id;
+	ents[nents].dir = SD_QUEUED;
+	ents[nents].name = (char *)e->name;
+	ents[nents].ix = e;
+	ents[nents].dead = 0;
+	nents++;
+}
+
+/* An entry whose record the index holds (no read needed). */
+static int summarised(const struct ent *e)
+{
+	return e->ix && !e->ix->raw;
 }
 
 static int is_record_dir(enum spool_dir d)
@@ -300,6 +365,13 @@ static void list_all(struct spool *sp)
 		/* done/ holds the history: list it only for --all. */
 		if (d == SD_DONE && !show_all)
 			continue;
+		if (d == SD_QUEUED) {
+			if (index_read(sp, json_out, &qindex) == 1) {
+				for (size_t i = 0; i < qindex.n; i++)
+					add_ix_ent(&qindex.e[i]);
+				continue;
+			}
+		}
 		if (spool_list(sp, d, &names, &n) < 0)
 			die_sys(EX_OSERR_, "%s/%s", sp->path, spool_dir_name[d]);
 		for (size_t i = 0; i < n; i++) {
@@ -330,11 +402,16 @@ static void list_all(struct spool *sp)
 	 * job shown, rather than a listing of the whole history. */
 	nlisted = nents;
 	for (size_t i = 0; !show_all && i < nlisted; i++) {
+		/* done/ as it was when the index was made: it says which
+		 * of its jobs have a copy there. */
+		int fresh = ents[i].ix && qindex.done_fresh;
 		char *pn;
 
+		if (fresh && !ents[i].ix->in_done)
+			continue;
 		if (!(pn = name_plain(ents[i].id)))
 			die(EX_OSERR_, "%s", strerror(ENOMEM));
-		if (faccessat(sp->dir[SD_DONE], pn, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+		if (fresh || faccessat(sp->dir[SD_DONE], pn, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
 			add_ent(ents[i].id, SD_DONE, pn);
 		free(pn);
 	}
@@ -372,18 +449,24 @@ static void list_all(struct spool *sp)
 		if (nrec > 1) {
 			/* Two records: the higher rev is the job (LAYOUT.md §6). */
 			for (size_t i = g; i < end; i++) {
+				long long rev;
+
 				if (ents[i].dead)
 					continue;
-				if ((r = load_ent(sp, &ents[i], &j)) <= 0) {
+				if (summarised(&ents[i])) {
+					rev = ents[i].ix->v.rev;
+				} else if ((r = load_ent(sp, &ents[i], &j)) <= 0) {
 					moved |= r == 0;        /* -1: unreadable, said */
 					ents[i].dead = 1;
 					continue;
+				} else {
+					rev = j.rev;
+					job_free(&j);
 				}
-				if (j.rev > best_rev) {
-					best_rev = j.rev;
+				if (rev > best_rev) {
+					best_rev = rev;
 					best = i;
 				}
-				job_free(&j);
 			}
 			for (size_t i = g; i < end; i++)
 				if (i != best)
@@ -401,6 +484,13 @@ static void list_all(struct spool *sp)
 
 		if (e->dead || (e->dir == SD_DONE && !show_all))
 			continue;
+		if (summarised(e)) {
+			struct status_view v = e->ix->v;
+
+			if (shown(v.state))
+				add_view(&v, 1);
+			continue;
+		}
 		r = load_ent(sp, e, &j);
 		if (r == 0)
 			find_moved(sp, e->id);
@@ -411,7 +501,8 @@ static void list_all(struct spool *sp)
 		job_free(&j);
 	}
 	for (size_t i = 0; i < nents; i++)
-		free(ents[i].name);
+		if (!ents[i].ix)
+			free(ents[i].name);
 	free(ents);
 }
 
@@ -474,8 +565,9 @@ static void print_json(void)
 {
 	fputs("{\"jobs\": [", stdout);
 	for (size_t i = 0; i < nrows; i++) {
-		printf("%s\n%s", i ? "," : "", rows[i].json);
-		free(rows[i].json);
+		fputs(i ? ",\n" : "\n", stdout);
+		fputs(rows[i].json, stdout);
+		cJSON_free(rows[i].json_own);
 	}
 	fputs(nrows ? "\n],\n\"nodes\": [" : "],\n\"nodes\": [", stdout);
 	for (size_t i = 0; i < nnodes; i++) {
@@ -592,13 +684,7 @@ static void print_table(void)
 		for (size_t k = 0, m = 0; k < NCOL; k++)
 			if (named || k != C_NAME)
 				cells[m++] = src[k];
-		if (!i) {
-			table_row(&t, cells);
-			continue;
-		}
-		table_row_own(&t, (char **)cells);
-		if (!named)
-			free(rows[i - 1].cell[C_NAME]);
+		table_row_ref(&t, cells);
 	}
 	if (use_colour()) {
 		char *text = NULL;
@@ -616,6 +702,7 @@ static void print_table(void)
 		table_print(&t, stdout, term_width());
 	}
 	table_free(&t);
+	arena_free();
 }
 
 int main(int argc, char **argv)
@@ -665,6 +752,7 @@ int main(int argc, char **argv)
 		       foreign == 1 ? "it" : "them");
 	finish_stdout();
 	free(rows);
+	index_free(&qindex);
 	node_status_free(nodes, nnodes);
 	if (have_spool)
 		spool_close(&sp);

@@ -744,7 +744,8 @@ static int parse(char *buf, size_t len, int write, int with_json, struct spool_i
 		char *nl = p < end ? memchr(p, '\n', (size_t)(end - p)) : NULL;
 		size_t n = nl ? (size_t)(nl - p) : 0;
 
-		if (!nl || (ix->e[i].raw ? n != 1 || *p != '-' : n < 2 || *p != '{' || nl[-1] != '}'))
+		if (!nl || (ix->e[i].raw ? n != 1 || *p != '-' :
+			    n < 2 || *p != '{' || nl[-1] != '}' || memchr(p, '\0', n)))
 			goto fail;
 		if (l)
 			l->json[i] = p;

@@ -73,10 +73,20 @@ static void put(struct spool *sp, struct job *j)
 static int write_settled(struct spool *sp)
 {
 	struct timespec ts = { 0, 10 * 1000000L };
-	int r;
+	struct spool_index ix;
+	int r = 0;
 
+	/* ... and done/ too, for its marks (the daemon writes again when
+	 * done/ has settled). */
 	for (int i = 0; i < 1000; i++) {
-		if ((r = index_write(sp)) != 0)
+		if ((r = index_write(sp)) != 0 && index_read(sp, 0, &ix) == 1) {
+			int known = ix.has_done;
+
+			index_free(&ix);
+			if (known)
+				return r;
+		}
+		if (r < 0)
 			return r;
 		nanosleep(&ts, NULL);
 	}
@@ -110,7 +120,6 @@ static int entry_matches(struct spool *sp, const struct index_ent *e, int with_j
 	     v.natt == e->v.natt && same_str(v.node, e->v.node) && same_str(v.gpus, e->v.gpus) &&
 	     same_str(v.name, e->v.name) && same_str(v.command, e->v.command) &&
 	     (with_json ? same_str(v.json, e->v.json) : e->v.json == NULL);
-	if (!ok) fprintf(stderr, "DBG %lld: [%s|%s] [%s|%s] [%s|%s] [%s|%s] %lld/%lld %lld/%lld %lld/%lld\n%s\n%s\n", e->id, v.node, e->v.node, v.gpus, e->v.gpus, v.name, e->v.name, v.command, e->v.command, v.rev, e->v.rev, v.since, e->v.since, v.natt, e->v.natt, v.json, e->v.json ? e->v.json : "-");
 	status_view_free(&v);
 	job_free(&j);
 	return ok;
@@ -150,8 +159,9 @@ int main(void)
 	}
 
 	/* Records with everything the format must carry through: spaces,
-	 * '%', tabs, newlines, control characters (C0, DEL, a UTF-8 C1),
-	 * UTF-8, empty words, a string command, a pinned node. */
+	 * '%', and in command words tabs, newlines, control characters (C0,
+	 * DEL, a UTF-8 C1); UTF-8, empty words, a string command, pinned
+	 * nodes and cards, no name and an empty one. */
 	{
 		static const char *const a1[] = { "python3", "train.py", "--seed", "1", NULL };
 		static const char *const a2[] = { "echo", "a b", "50%", "%20", "", "tab\there",
@@ -160,13 +170,13 @@ int main(void)
 		mkjob(&j, 1, 0, NULL, a1, NULL, NULL);
 		put(&sp, &j);
 		job_free(&j);
-		mkjob(&j, 2, 5, "name with  spaces %41 \t\n", a2, NULL, "node\x1b[31m");
+		mkjob(&j, 2, 5, "name with  spaces %41 %-\xc3\xa9", a2, NULL, "node-1");
 		put(&sp, &j);
 		job_free(&j);
 		mkjob(&j, 3, -7, "", NULL, "while :; do echo %s\n; done", NULL);
 		put(&sp, &j);
 		job_free(&j);
-		mkjob(&j, 4, 0, "-", NULL, "", "n1");
+		mkjob(&j, 4, 0, "-", NULL, "echo 50%; exit", "n1");
 		j.def.gpus = calloc(2, sizeof *j.def.gpus);
 		j.def.gpus[0] = 3;
 		j.def.gpus[1] = 1;
@@ -322,7 +332,7 @@ int main(void)
 	{
 		char *rm = xasprintf("rm -rf '%s'", dir);
 
-		if (getenv("KEEP")) fprintf(stderr, "kept %s\n", dir); else if (!rm || system(rm) != 0)
+		if (!rm || system(rm) != 0)
 			fprintf(stderr, "could not remove %s\n", dir);
 		free(rm);
 	}
