@@ -18,7 +18,7 @@
 
 static unsigned long tmp_counter;
 
-static int write_all(int fd, const void *buf, size_t len)
+int write_full(int fd, const void *buf, size_t len)
 {
 	const char *p = buf;
 
@@ -60,7 +60,7 @@ int atomic_write(int tmpfd, int dstfd, const char *name,
 		return -1;
 	}
 	/* Exactly MODE: the umask may have taken bits away. */
-	if (fchmod(fd, mode) < 0 || write_all(fd, buf, len) < 0 || fsync(fd) < 0) {
+	if (fchmod(fd, mode) < 0 || write_full(fd, buf, len) < 0 || fsync(fd) < 0) {
 		saved = errno;
 		close(fd);
 		goto fail;

@@ -45,22 +45,6 @@ void wbatch_free(struct wbatch *b)
 	b->tmpfd = -1;
 }
 
-static int write_all(int fd, const char *p, size_t len)
-{
-	while (len) {
-		ssize_t w = write(fd, p, len);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
 int wbatch_add(struct wbatch *b, int tmpfd, int dstfd, const char *name,
 	       const void *buf, size_t len, mode_t mode)
 {
@@ -90,7 +74,7 @@ int wbatch_add(struct wbatch *b, int tmpfd, int dstfd, const char *name,
 	fd = openat(tmpfd, e->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
 	if (fd < 0)
 		goto fail_nofile;
-	if (fchmod(fd, mode) < 0 || write_all(fd, buf, len) < 0) {
+	if (fchmod(fd, mode) < 0 || write_full(fd, buf, len) < 0) {
 		saved = errno;
 		close(fd);
 		errno = saved;

@@ -104,6 +104,8 @@ int atomic_write(int tmpfd, int dstfd, const char *name,
 int move_noreplace(int fromfd, const char *from, int tofd, const char *to);
 
 int fsync_dir(int dirfd);
+/* write(2) until all of BUF is written (EINTR retried).  0 or -1/errno. */
+int write_full(int fd, const void *buf, size_t len);
 
 /*
  * Read DIRFD/NAME whole, refusing what a spool reader must never

@@ -42,16 +42,6 @@ fill() { dd if=/dev/zero of="$T/full/filler" bs=4k 2>/dev/null || true; }
 room() { truncate -s "-$(($1 * 4096))" "$T/full/filler"; }
 unfill() { rm -f "$T/full/filler"; }
 
-# failed CODE PROG: the last `run --separate-stderr` exited CODE with
-# exactly one line on stderr, "PROG: ...".
-failed() {
-	if [ "$status" -ne "$1" ]; then
-		echo "exit $status, expected $1; stderr: $stderr" >&2
-		return 1
-	fi
-	[ "${#stderr_lines[@]}" -eq 1 ] || { echo "stderr: $stderr" >&2; return 1; }
-	[[ ${stderr_lines[0]} == "$2: "* ]] || { echo "stderr: $stderr" >&2; return 1; }
-}
 
 # empty DIR...: no entry (dot files too) in any of the DIRs.
 empty() {

@@ -29,19 +29,6 @@ sub() { cardbaton-submit --config "$C" "$@"; }
 st() { cardbaton-status --config "$C" "$@"; }
 once() { cardbaton-spoold --config "$C" --once >>"$T/daemon.log" 2>&1; }
 
-# failed CODE PROG: the last `run --separate-stderr` exited CODE with
-# exactly one line on stderr, "PROG: ...".
-failed() {
-	if [ "$status" -ne "$1" ]; then
-		echo "exit $status, expected $1; stderr: $stderr" >&2
-		return 1
-	fi
-	if [ "${#stderr_lines[@]}" -ne 1 ] || [[ ${stderr_lines[0]} != "$2: "* ]]; then
-		echo "stderr is not one '$2: ' line: $stderr" >&2
-		return 1
-	fi
-}
-
 # says TEXT: the last stderr is exactly TEXT.
 says() {
 	[ "$stderr" = "$1" ] || { echo "stderr: $stderr"$'\n'"wanted: $1" >&2; return 1; }

@@ -32,19 +32,6 @@ newfile() { ls "$T"/spool/new/*-"$(printf %010d "$1")".job; }
 # jf ID EXPR: a Python expression over job ID's submitted file (d).
 jf() { json "$2" < "$(newfile "$1")"; }
 
-# failed CODE PROG: the last `run --separate-stderr` exited CODE with
-# exactly one line on stderr, "PROG: ...".
-failed() {
-	if [ "$status" -ne "$1" ]; then
-		echo "exit $status, expected $1; stderr: $stderr" >&2
-		return 1
-	fi
-	if [ "${#stderr_lines[@]}" -ne 1 ] || [[ ${stderr_lines[0]} != "$2: "* ]]; then
-		echo "stderr is not one '$2: ' line: $stderr" >&2
-		return 1
-	fi
-}
-
 # spool_id: the spool's id (the spool is created if need be).
 spool_id() {
 	[ -e "$T/spool/id" ] || { sub -- true >/dev/null && rm -f "$T"/spool/new/*; }

@@ -101,6 +101,19 @@ job_state() {
 		python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["state"])'
 }
 
+# failed CODE PROG: the last `run --separate-stderr` exited CODE with
+# exactly one line on stderr, "PROG: ...".
+failed() {
+	if [ "$status" -ne "$1" ]; then
+		echo "exit $status, expected $1; stderr: $stderr" >&2
+		return 1
+	fi
+	if [ "${#stderr_lines[@]}" -ne 1 ] || [[ ${stderr_lines[0]} != "$2: "* ]]; then
+		echo "stderr is not one '$2: ' line: $stderr" >&2
+		return 1
+	fi
+}
+
 # json EXPR < doc : print a Python expression over the parsed document d.
 json() {
 	python3 -c 'import json,sys; d=json.load(sys.stdin); r=eval(sys.argv[1]); print(r if not isinstance(r,(list,dict)) else json.dumps(r))' "$1"
