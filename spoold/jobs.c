@@ -73,9 +73,10 @@ struct sub {
 static int queue_incoming(struct daemon *d, struct sub *v, size_t n);
 static void cancel_running(struct daemon *d, struct rent *e);
 
-/* Give S in new/ a fresh ID and move it to incoming/ under it: 0, or
- * -1 with errno (ENOENT: it is gone). */
-static int move_fresh(struct daemon *d, struct sub *s)
+/* Move S from new/ to incoming/ under its ID -- a fresh one when its
+ * name's own is taken there: 0, or -1 with errno (ENOENT: it is gone;
+ * EAGAIN: no fresh ID, write_failed said why). */
+static int claim(struct daemon *d, struct sub *s)
 {
 	struct cb_err err = { 0 };
 
@@ -137,7 +138,7 @@ int accept_new(struct daemon *d, char *const *names, size_t n)
 	for (size_t i = 0; i < nv; i++) {
 		if (!v[i].seq)
 			v[i].seq = first++;
-		if (move_fresh(d, &v[i]) == 0) {
+		if (claim(d, &v[i]) == 0) {
 			moved++;
 			continue;
 		}
