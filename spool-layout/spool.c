@@ -340,13 +340,6 @@ int spool_next_seq(struct spool *sp, long long *seq, struct cb_err *err)
 	return seq_update(sp, 0, 1, seq, err);
 }
 
-int spool_seq_reserve(struct spool *sp, long long seq, struct cb_err *err)
-{
-	long long got;
-
-	return seq_update(sp, seq, 0, &got, err);
-}
-
 int spool_seq_block(struct spool *sp, long long floor, long long count, long long *first,
 		    struct cb_err *err)
 {

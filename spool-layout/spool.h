@@ -387,11 +387,10 @@ int spool_lock_daemon(struct spool *sp, struct cb_err *err);
 
 /* Next sequence number (file "seq", under flock of "seq.lock"). */
 int spool_next_seq(struct spool *sp, long long *seq, struct cb_err *err);
-/* Make the counter at least SEQ (a job file in new/ named with its own
- * number, e.g. written by hand): later numbers never collide with it. */
-int spool_seq_reserve(struct spool *sp, long long seq, struct cb_err *err);
-/* Both at once, for a batch: the counter at least FLOOR (0: none), then
- * COUNT numbers handed out, *FIRST .. *FIRST + COUNT - 1. */
+/* For a batch of files in new/: the counter made at least FLOOR (the
+ * highest number the files' own names carry, 0: none, so that later
+ * numbers never collide with them), then COUNT numbers handed out,
+ * *FIRST .. *FIRST + COUNT - 1. */
 int spool_seq_block(struct spool *sp, long long floor, long long count, long long *first,
 		    struct cb_err *err);
 
