@@ -379,3 +379,13 @@ final() {
 	wait_for 20 '[ "$(state "$id")" = cancelled ]'
 	wait_for 10 '[ -z "$(ls "$T/spool/ctl")" ]'
 }
+
+@test "a cancel that arrives in the same inotify read as its submission finds the job" {
+	start_daemon
+	kill -STOP "$DAEMON_PID"
+	id=$(sub -- sleep 30)
+	cardbaton-cancel --config "$C" "$id"
+	kill -CONT "$DAEMON_PID"
+	wait_for 10 final "$id"
+	[ "$(state "$id")" = cancelled ]
+}
