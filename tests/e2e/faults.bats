@@ -44,8 +44,11 @@ need_hosts() {
 	mkdir -p "$T/effects" "$T/cards"
 	CARDBATON_ATTEMPT_ID=0000abcd-7-0 CUDA_VISIBLE_DEVICES=GPU-a,GPU-b \
 		bash "$CB_TOP/tests/soak/job.sh" "$T" 2 0 3>&- &
-	# Its start is recorded once its card locks are held.
-	wait_for 10 '[ -s "$T/effects/7" ] && ! flock -n "$T/cards/GPU-b" true'
+	job=$!
+	# Its sleep runs once its card locks are held.  (Probing them with
+	# flock(1) instead could take one at the moment the job tries.)
+	wait_for 10 "pgrep -P $job -x sleep"
+	if flock -n "$T/cards/GPU-b" true; then false; fi
 	run env CARDBATON_ATTEMPT_ID=0000abcd-8-0 CUDA_VISIBLE_DEVICES=GPU-c \
 		bash "$CB_TOP/tests/soak/job.sh" "$T" 0 3
 	[ "$status" -eq 3 ]
