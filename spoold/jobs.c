@@ -384,8 +384,10 @@ int accept_incoming(struct daemon *d, char *const *names, size_t n)
 /* ---- launching --------------------------------------------------------- */
 
 static int spec_add_job(struct wire_rec *w, const struct job *j, const struct attempt *a,
-			const struct node_conf *nc)
+			const struct node *n)
 {
+	const struct node_conf *nc = n->conf;
+	size_t known = 0;
 	const struct job_def *def = &j->def;
 	int r = wire_add(w, "attempt", a->id);
 	int resume = j->checkpoint && def->resume_command;
@@ -401,8 +403,15 @@ static int spec_add_job(struct wire_rec *w, const struct job *j, const struct at
 		r |= wire_add(w, "cwd", def->cwd);
 	for (size_t i = 0; i < def->nenv; i++)
 		r |= wire_add(w, "env", def->env[i]);
-	for (size_t i = 0; i < a->ngpus; i++)
+	for (size_t i = 0; i < a->ngpus; i++) {
 		r |= wire_addf(w, "gpu", "%d", a->gpus[i]);
+		known += card_uuid(n, a->gpus[i]) != NULL;
+	}
+	/* The cards' UUIDs as the snapshot has them, all or none: the
+	 * worker takes their leases at once and checks them in its one
+	 * query (LAYOUT.md section 8, step 3). */
+	for (size_t i = 0; known == a->ngpus && i < a->ngpus; i++)
+		r |= wire_add(w, "uuid", card_uuid(n, a->gpus[i]));
 	r |= wire_addf(w, "idle_mib", "%lld", nc->idle_mib);
 	r |= wire_addf(w, "timeout", "%lld", def->timeout_seconds);
 	r |= wire_addf(w, "grace", "%lld",
@@ -556,16 +565,22 @@ static int send_launch(struct daemon *d, struct rent *e)
 	const char *why;
 	static const char *const args[] = { "launch", NULL };
 	long len;
-	int r = -1;
+	int r = -1, got;
 
 	if (load_running(d, e->id, &j, &name) < 0)
 		return -1;
-	if (spec_add_job(&spec, &j, job_last_attempt(&j), n->conf) < 0 ||
+	if (spec_add_job(&spec, &j, job_last_attempt(&j), n) < 0 ||
 	    (len = wire_format(&spec, &text)) < 0) {
 		logmsg("job %lld: out of memory", e->id);
 		goto out;
 	}
-	if (node_run(&d->cfg, n->conf, args, text, (size_t)len, NODE_CALL_MS, &rep) < 0) {
+	/* A launch that went out without an answer stays "launching" and is
+	 * sent again (the same attempt: the worker answers what is there). */
+	if ((got = watch_call(d, n, text, (size_t)len, &rep)) < 0) {
+		node_failed(d, e->node, "launch: no answer on the event stream");
+		goto out;
+	}
+	if (got == 0 && node_run(&d->cfg, n->conf, args, text, (size_t)len, NODE_CALL_MS, &rep) < 0) {
 		node_failed(d, e->node, strerror(errno));
 		goto out;
 	}
@@ -574,7 +589,7 @@ static int send_launch(struct daemon *d, struct rent *e)
 	    rep.status == EX_DATAERR_)
 		wire_parse(rep.out, rep.outlen, &w, &why);
 	if (rep.status != 0)
-		n->fresh = 0;   /* our picture of its cards was wrong */
+		n->fresh = n->handoff = 0;      /* our picture of its cards was wrong */
 	switch (rep.status) {
 	case 0:
 		node_ok(d, e->node);
@@ -917,7 +932,7 @@ void node_failed(struct daemon *d, size_t node, const char *why)
 	if (n->backoff > BACKOFF_MAX_MS)
 		n->backoff = BACKOFF_MAX_MS;
 	n->retry_at = mono_now() + n->backoff;
-	n->fresh = 0;
+	n->fresh = n->handoff = 0;
 }
 
 void node_ok(struct daemon *d, size_t node)

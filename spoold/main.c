@@ -455,6 +455,7 @@ static void watch_stop(struct node *n)
 	waitpid(n->watch_pid, NULL, 0);
 	n->watch_pid = 0;
 	n->watch_buf.len = 0;
+	n->watch_launch = n->watch_pending = 0;
 }
 
 static void watch_start(struct daemon *d, struct node *n)
@@ -477,6 +478,9 @@ static void watch_start(struct daemon *d, struct node *n)
 		n->watch_retry_at = mono_now() + BACKOFF_MIN_MS;
 		return;
 	}
+	/* Non-blocking both ways: watch_call waits with a deadline. */
+	if (fcntl(in, F_SETFL, O_NONBLOCK) < 0 || fcntl(out, F_SETFL, O_NONBLOCK) < 0)
+		logmsg("node %s: watch: %s", n->conf->name, strerror(errno));
 	n->watch_pid = pid;
 	n->watch_in = in;
 	n->watch_out = out;
@@ -484,27 +488,17 @@ static void watch_start(struct daemon *d, struct node *n)
 	n->watch_retry_at = 0;
 }
 
-static void watch_read(struct daemon *d, size_t k)
+/* Apply the records waiting in N's buffer. */
+static void watch_process(struct daemon *d, size_t k)
 {
 	struct node *n = &d->nodes[k];
-	char buf[65536];
-	ssize_t r = read(n->watch_out, buf, sizeof buf);
 	size_t off = 0;
 
-	if (r <= 0) {
-		if (r < 0 && (errno == EINTR || errno == EAGAIN))
-			return;
-		logmsg("node %s: event stream ended; restarting it", n->conf->name);
-		watch_stop(n);
-		n->watch_retry_at = mono_now() + BACKOFF_MIN_MS;
-		d->next_reconcile = mono_now();
-		return;
-	}
-	if (sbuf_add(&n->watch_buf, buf, (size_t)r) < 0)
-		return;
+	n->watch_pending = 0;
+	n->watch_busy = 1;      /* watch_call stays off this buffer */
 	for (;;) {
 		struct wire_rec w = { 0 };
-		const char *why, *aid;
+		const char *why, *aid, *rq;
 		long used = wire_parse(n->watch_buf.s + off, n->watch_buf.len - off, &w, &why);
 		struct rent *e;
 
@@ -515,22 +509,179 @@ static void watch_read(struct daemon *d, size_t k)
 		if (used < 0) {
 			logmsg("node %s: event stream: %s; restarting it", n->conf->name, why);
 			wire_free(&w);
+			n->watch_busy = 0;
 			watch_stop(n);
 			n->watch_retry_at = mono_now();
 			return;
 		}
 		off += (size_t)used;
-		if (wire_get(&w, "ready") || wire_get(&w, "overflow")) {
+		if (wire_get(&w, "reply")) {
+			/* The answer to a call that gave up waiting. */
+		} else if (wire_get(&w, "ready") || wire_get(&w, "overflow")) {
 			/* Events from now on are seen (or some were lost): catch
 			 * up by asking about every attempt. */
+			if (wire_get(&w, "ready"))
+				n->watch_launch = (rq = wire_get(&w, "requests")) && !strcmp(rq, "launch");
 			reconcile_node(d, k);
 		} else if ((aid = wire_get(&w, "attempt")) && (e = r_find_aid(d, aid))) {
 			apply_attempt(d, e, &w);
 		}
 		wire_free(&w);
 	}
+	n->watch_busy = 0;
 	memmove(n->watch_buf.s, n->watch_buf.s + off, n->watch_buf.len - off);
 	n->watch_buf.len -= off;
+}
+
+/* Read what N's stream has into its buffer.  1 when something came,
+ * 0 when nothing did, -1 at its end. */
+static int watch_fill(struct node *n)
+{
+	char buf[65536];
+	ssize_t r = read(n->watch_out, buf, sizeof buf);
+
+	if (r < 0 && (errno == EINTR || errno == EAGAIN))
+		return 0;
+	if (r <= 0)
+		return -1;
+	return sbuf_add(&n->watch_buf, buf, (size_t)r) < 0 ? 0 : 1;
+}
+
+static void watch_read(struct daemon *d, size_t k)
+{
+	struct node *n = &d->nodes[k];
+	int r = watch_fill(n);
+
+	if (r < 0) {
+		logmsg("node %s: event stream ended; restarting it", n->conf->name);
+		watch_stop(n);
+		n->watch_retry_at = mono_now() + BACKOFF_MIN_MS;
+		d->next_reconcile = mono_now();
+		return;
+	}
+	if (r > 0)
+		watch_process(d, k);
+}
+
+/* Take the first `reply` record out of N's buffer into REP.  1 when
+ * there was one, 0 when not (yet), -1 when the buffer is not records. */
+static int watch_reply(struct node *n, struct node_reply *rep)
+{
+	size_t off = 0;
+
+	for (;;) {
+		struct wire_rec w = { 0 };
+		const char *why;
+		long used = wire_parse(n->watch_buf.s + off, n->watch_buf.len - off, &w, &why);
+		long long v;
+
+		if (used <= 0) {
+			wire_free(&w);
+			return used < 0 ? -1 : 0;
+		}
+		if (!wire_get(&w, "reply")) {
+			off += (size_t)used;
+			wire_free(&w);
+			continue;
+		}
+		rep->status = wire_get_ll(&w, "exit", &v) == 0 && v >= 0 && v < 256 ? (int)v : -1;
+		for (size_t i = 0; i < w.n; i++) {
+			char **dst = !strcmp(w.f[i].key, "out") ? &rep->out :
+				     !strcmp(w.f[i].key, "error") ? &rep->err : NULL;
+
+			if (dst && !*dst && (*dst = strndup(w.f[i].val, w.f[i].len)) && dst == &rep->out)
+				rep->outlen = strlen(rep->out);
+		}
+		if (rep->status < 0 && !rep->err && wire_get(&w, "failed"))
+			rep->err = xasprintf("launch on the node: %s", wire_get(&w, "failed"));
+		wire_free(&w);
+		memmove(n->watch_buf.s + off, n->watch_buf.s + off + (size_t)used,
+			n->watch_buf.len - off - (size_t)used);
+		n->watch_buf.len -= (size_t)used;
+		return 1;
+	}
+}
+
+static int wait_fd(int fd, short events, long long until)
+{
+	for (;;) {
+		struct pollfd p = { fd, events, 0 };
+		long long left = until - mono_now();
+		int r;
+
+		if (left <= 0)
+			return 0;
+		r = poll(&p, 1, (int)(left > INT_MAX ? INT_MAX : left));
+		if (r < 0 && errno == EINTR)
+			continue;
+		return r;
+	}
+}
+
+/*
+ * A launch through the node's event stream (LAYOUT.md section 10): the
+ * request goes to its `cardbaton-worker watch`, which runs the launch
+ * in a child and answers with one `reply` record, so a launch costs no
+ * ssh session and no exec.  Records that come before the reply stay in
+ * the buffer; the main loop applies them next (watch_pending).
+ */
+int watch_call(struct daemon *d, struct node *n, const char *spec, size_t len,
+	       struct node_reply *rep)
+{
+	static const char head[] = "request launch\n";
+	long long until = mono_now() + NODE_CALL_MS;
+	size_t hl = sizeof head - 1, sent = 0;
+	const char *why = "the event stream ended";
+	char *req;
+	int r;
+
+	if (n->watch_pid <= 0 || !n->watch_launch || n->watch_busy || !(req = malloc(hl + len)))
+		return 0;
+	memcpy(req, head, hl);
+	memcpy(req + hl, spec, len);
+	while (sent < hl + len) {
+		ssize_t w = write(n->watch_in, req + sent, hl + len - sent);
+
+		if (w > 0)
+			sent += (size_t)w;
+		else if (w < 0 && errno == EAGAIN && wait_fd(n->watch_in, POLLOUT, until) > 0)
+			continue;
+		else if (!(w < 0 && errno == EINTR))
+			break;
+	}
+	free(req);
+	if (sent == 0)
+		return 0;       /* nothing went out: the worker can do it */
+	memset(rep, 0, sizeof *rep);
+	if (sent < hl + len) {
+		why = "cannot write to the event stream";
+		goto fail;
+	}
+	while ((r = watch_reply(n, rep)) == 0) {
+		if (wait_fd(n->watch_out, POLLIN, until) <= 0) {
+			why = "no answer on the event stream";
+			goto fail;
+		}
+		if (watch_fill(n) < 0)
+			goto fail;
+	}
+	if (r < 0) {
+		why = "event stream: not records";
+		goto fail;
+	}
+	if ((!rep->out && !(rep->out = strdup(""))) || (!rep->err && !(rep->err = strdup("")))) {
+		why = strerror(ENOMEM);
+		goto fail;
+	}
+	n->watch_pending = n->watch_buf.len > 0;
+	return 1;
+fail:
+	logmsg("node %s: launch: %s; restarting the event stream", n->conf->name, why);
+	node_reply_free(rep);
+	watch_stop(n);
+	n->watch_retry_at = mono_now();
+	d->next_reconcile = mono_now();
+	return -1;
 }
 
 /* ---- inotify ----------------------------------------------------------- */
@@ -718,6 +869,8 @@ static int min_timeout(struct daemon *d)
 	for (size_t k = 0; k < d->nnodes; k++) {
 		struct node *n = &d->nodes[k];
 
+		if (n->watch_pending)
+			return 0;
 		if (!d->once && n->watch_pid <= 0 && n->watch_retry_at && n->watch_retry_at < next)
 			next = n->watch_retry_at;
 		if (!n->reachable && n->retry_at && d->nq && n->retry_at < next)
@@ -845,6 +998,9 @@ int main(int argc, char **argv)
 		size_t np = 2;
 		int n, quit = 0;
 
+		for (size_t k = 0; k < d.nnodes; k++)
+			if (d.nodes[k].watch_pending)
+				watch_process(&d, k);
 		timers(&d);
 		/* Nothing is launched while the spool cannot record it; the
 		 * pass is made when the stall ends. */
@@ -907,6 +1063,9 @@ out:
 		free(d.nodes[k].held);
 		free(d.nodes[k].error);
 		sbuf_free(&d.nodes[k].watch_buf);
+		for (size_t e = 0; e < d.nodes[k].nended; e++)
+			free(d.nodes[k].ended[e]);
+		free(d.nodes[k].ended);
 	}
 	free(d.nodes);
 	for (size_t i = 0; i < d.nq; i++)

@@ -36,6 +36,21 @@ void query_start(struct daemon *d, struct node *n)
 	acall_start(d, n, &n->query, args, NODE_QUERY_MS);
 }
 
+static long slot_of(const struct node *n, int index)
+{
+	for (size_t i = 0; i < n->ngpus; i++)
+		if (n->gpus[i].index == index)
+			return (long)i;
+	return -1;
+}
+
+const char *card_uuid(const struct node *n, int index)
+{
+	long s = slot_of(n, index);
+
+	return s < 0 ? NULL : n->gpus[s].uuid;
+}
+
 /*
  * The snapshot of a card whose lease holder has ended: the card is
  * free, the memory and processes the job had there gone with it.  A
@@ -55,19 +70,37 @@ static void lease_ended(struct node *n, size_t i)
 	n->taken[i] = 0;
 }
 
-/* Attempt AID on node N has ended; its worker let go of its leases
- * before it wrote the final state we just read.  A snapshot asked for
- * before then may still show them: it is asked for again. */
+/*
+ * Attempt AID on node N has ended: the node has just said so, and its
+ * worker let go of the leases before it wrote the final state.  The
+ * cards go to the next job in the pass that follows (n->handoff), on
+ * the snapshot as the daemon knows it, without waiting for a query.  A query in flight
+ * may still show the leases: its answer is patched the same way.
+ */
 void cards_freed(struct daemon *d, struct node *n, const char *aid)
 {
-	if (!n->fresh) {
-		n->stale_query = n->query.pid > 0;
-		return;
-	}
 	for (size_t i = 0; i < n->ngpus; i++)
 		if (n->gpus[i].lease && !strcmp(n->gpus[i].lease, aid))
 			lease_ended(n, i);
+	if (n->query.pid > 0) {
+		char **v = realloc(n->ended, (n->nended + 1) * sizeof *v);
+
+		if (v)
+			n->ended = v;
+		if (!v || !(v[n->nended] = strdup(aid)))
+			n->stale_query = 1;     /* no memory to patch: ask again */
+		else
+			n->nended++;
+	}
+	n->handoff = 1;
 	d->dirty = 1;
+}
+
+static void ended_clear(struct node *n)
+{
+	for (size_t e = 0; e < n->nended; e++)
+		free(n->ended[e]);
+	n->nended = 0;
 }
 
 void query_done(struct daemon *d, struct node *n, int status)
@@ -90,6 +123,14 @@ void query_done(struct daemon *d, struct node *n, int status)
 		return;
 	}
 	node_ok(d, slot);
+	if (stale) {
+		/* Asked before a launch it cannot show: the snapshot the
+		 * daemon kept is better; ask again. */
+		gpus_free(g, k);
+		ended_clear(n);
+		query_start(d, n);
+		return;
+	}
 	gpus_free(n->gpus, n->ngpus);
 	free(n->taken);
 	free(n->held);
@@ -99,26 +140,27 @@ void query_done(struct daemon *d, struct node *n, int status)
 	n->held = calloc(k + 1, 1);
 	if (!n->taken || !n->held)
 		return;
-	if (stale) {
-		query_start(d, n);
-		return;
-	}
+	/* Attempts that ended while it was asked: their cards are free. */
+	for (size_t e = 0; e < n->nended; e++)
+		for (size_t i = 0; i < n->ngpus; i++)
+			if (n->gpus[i].lease && !strcmp(n->gpus[i].lease, n->ended[e]))
+				lease_ended(n, i);
+	ended_clear(n);
 	n->fresh = 1;
 	d->dirty = 1;
+}
+
+/* May jobs be placed on N's snapshot now?  When it was just read, or
+ * in the pass right after the node said that an attempt ended. */
+static int usable(const struct node *n)
+{
+	return n->fresh || n->handoff;
 }
 
 static int free_slot(const struct node *n, size_t i)
 {
 	return gpu_eligible(n->conf, n->gpus[i].index) && gpu_idle(&n->gpus[i], n->conf->idle_mib) &&
 	       !n->taken[i] && !n->held[i];
-}
-
-static long slot_of(const struct node *n, int index)
-{
-	for (size_t i = 0; i < n->ngpus; i++)
-		if (n->gpus[i].index == index)
-			return (long)i;
-	return -1;
 }
 
 /* Cards for E on N, written to OUT (indices); 1 when it fits. */
@@ -157,7 +199,7 @@ static void hold(struct daemon *d, const struct qent *e)
 		struct node *n = &d->nodes[k];
 		size_t nfree = 0;
 
-		if (!may_use(e, n) || !n->fresh)
+		if (!may_use(e, n) || !usable(n))
 			continue;
 		if (e->ngpus) {
 			for (size_t i = 0; i < e->ngpus; i++) {
@@ -269,13 +311,16 @@ int schedule(struct daemon *d)
 	size_t maxneed = 1, nfree = 0, ncpu = 0;
 
 	d->dirty = 0;
-	if (!d->nq)
+	if (!d->nq) {
+		for (size_t k = 0; k < d->nnodes; k++)
+			d->nodes[k].handoff = 0;        /* nobody to hand to */
 		return 0;
+	}
 	for (size_t k = 0; k < d->nnodes; k++) {
 		struct node *n = &d->nodes[k];
 
 		query_start(d, n);
-		if (n->fresh) {
+		if (usable(n)) {
 			memset(n->taken, 0, n->ngpus);
 			memset(n->held, 0, n->ngpus);
 			for (size_t i = 0; n->reachable && i < n->ngpus; i++)
@@ -310,7 +355,7 @@ int schedule(struct daemon *d)
 
 			if (!may_use(e, n) || !n->reachable)
 				continue;
-			if (e->need == 0 || (n->fresh && fits(n, e, cards)))
+			if (e->need == 0 || (usable(n) && fits(n, e, cards)))
 				break;
 		}
 		if (k == d->nnodes) {
@@ -347,10 +392,20 @@ int schedule(struct daemon *d)
 			i++;
 		launched[k] = 1;
 	}
-	/* What was launched changes what the nodes report: ask again. */
-	for (size_t k = 0; k < d->nnodes; k++)
-		if (launched[k])
-			d->nodes[k].fresh = 0;
+	/* What was launched changes what the nodes report: they are asked
+	 * again (by the next pass with jobs to place) before anything more
+	 * is placed there, so a node gone since is found by a query, not by
+	 * a launch that waits for it.  The handoff is the exception. */
+	for (size_t k = 0; k < d->nnodes; k++) {
+		struct node *n = &d->nodes[k];
+
+		n->handoff = 0;
+		if (!launched[k])
+			continue;
+		n->fresh = 0;
+		if (n->query.pid > 0)
+			n->stale_query = 1;     /* asked before these leases */
+	}
 	free(launched);
 	free(cards);
 	d->next_poll = waiting ? mono_now() + GPU_POLL_MS : 0;

@@ -28,7 +28,10 @@ struct node {
 	struct gpu_info *gpus;          /* last snapshot */
 	size_t ngpus;
 	int fresh;                      /* snapshot still valid */
-	int stale_query;                /* an attempt ended while it was asked */
+	int handoff;                    /* an attempt just ended: usable this pass */
+	int stale_query;                /* its answer is old: ask again */
+	char **ended;                   /* attempts that ended while it was asked */
+	size_t nended;
 	int reachable;
 	int recorded;                   /* nodes/NAME.json written since start */
 	char *error;                    /* why it is unreachable */
@@ -45,6 +48,9 @@ struct node {
 	int watch_in, watch_out;
 	struct sbuf watch_buf;
 	long long watch_retry_at;
+	int watch_launch;               /* it takes launch requests */
+	int watch_busy;                 /* its records are being applied */
+	int watch_pending;              /* records wait in watch_buf */
 };
 
 /* A queued job, as much as scheduling needs. */
@@ -131,7 +137,14 @@ void write_ok(struct daemon *d);
 int schedule(struct daemon *d);
 void query_start(struct daemon *d, struct node *n);
 void query_done(struct daemon *d, struct node *n, int status);
+/* Launch through N's event stream: 1 with REP, 0 when the stream
+ * cannot take it (run the worker instead), -1 when no answer came
+ * (said in the log; the stream is restarted).  main.c. */
+int watch_call(struct daemon *d, struct node *n, const char *spec, size_t len,
+	       struct node_reply *rep);
 void cards_freed(struct daemon *d, struct node *n, const char *aid);
+/* The UUID of card INDEX in N's snapshot, or NULL. */
+const char *card_uuid(const struct node *n, int index);
 
 /* acall.c */
 int acall_start(struct daemon *d, struct node *n, struct acall *a,

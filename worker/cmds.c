@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "worker.h"
@@ -149,11 +150,122 @@ static int print_state_file(const struct wk_state *st, const char *name)
 	return rc;
 }
 
+/*
+ * Requests on watch's standard input (LAYOUT.md section 10): a record
+ * whose first field is `request launch`, the rest being a launch spec.
+ * The launch runs in a child of ours exactly as `launch` would run it,
+ * without a new ssh session or exec, and its exit status, standard
+ * output and error come back as one `reply launch` record on the
+ * stream.  One at a time: state events wait in the inotify queue.
+ */
+struct watch_launch {
+	struct wk_state *st;
+	struct wire_rec spec;   /* a view into the request */
+	int ifd;
+};
+
+static void watch_launch_child(const void *arg)
+{
+	const struct watch_launch *w = arg;
+
+	close(w->ifd);
+	signal(SIGPIPE, SIG_DFL);       /* as a launcher run by ssh has it */
+	_exit(launch_rec(w->st, &w->spec));
+}
+
+static int watch_request(struct wk_state *st, int ifd, struct wire_rec *req)
+{
+	struct watch_launch w = { st, { NULL, 0, 0 }, ifd };
+	struct wire_rec out = { 0 };
+	struct wk_child c;
+	char *err = NULL;
+	int rc;
+
+	if (req->n == 0 || strcmp(req->f[0].key, "request") != 0 ||
+	    strcmp(req->f[0].val, "launch") != 0) {
+		rc = wire_add(&out, "reply", req->n ? req->f[0].val : "") < 0 ||
+		     wire_add(&out, "exit", "64") < 0 ||
+		     wire_add(&out, "error", PROG ": watch: unknown request\n") < 0 || wk_print(&out) < 0;
+		wire_free(&out);
+		return rc ? -1 : 0;
+	}
+	w.spec.f = req->f + 1;
+	w.spec.n = w.spec.cap = req->n - 1;
+	fflush(NULL);
+	if (wk_run_child(watch_launch_child, &w, wk_mono_ms() + WATCH_LAUNCH_MS, 1u << 20, &c, &err) < 0) {
+		rc = wire_add(&out, "reply", "launch") < 0 || wire_add(&out, "exit", "71") < 0 ||
+		     wire_add(&out, "error", err ? err : "out of memory") < 0 || wk_print(&out) < 0;
+		free(err);
+		wire_free(&out);
+		return rc ? -1 : 0;
+	}
+	rc = wire_add(&out, "reply", "launch") < 0 ||
+	     (WIFEXITED(c.status) && !c.timed_out && !c.overflow && !c.broken ?
+	      wk_set_ll(&out, "exit", WEXITSTATUS(c.status)) :
+	      wire_add(&out, "failed", c.timed_out ? "timed out" : c.overflow ? "too much output" :
+			   WIFSIGNALED(c.status) ? wk_signame(WTERMSIG(c.status)) : "broken")) < 0 ||
+	     wire_addn(&out, "out", c.out, c.outlen) < 0 || wire_addn(&out, "error", c.err, c.errlen) < 0 ||
+	     wk_print(&out) < 0;
+	wk_child_free(&c);
+	wire_free(&out);
+	return rc ? -1 : 0;
+}
+
+/* Read what the controller sent into *IN; run every whole request.
+ * 1 when it went away, 0 to go on, -1 on an error (said). */
+static int watch_input(struct wk_state *st, int ifd, char **in, size_t *len)
+{
+	char tmp[65536];
+	ssize_t n = read(0, tmp, sizeof tmp);
+	size_t off = 0;
+
+	if (n == 0)
+		return 1;
+	if (n < 0)
+		return errno == EINTR || errno == EAGAIN ? 0 : 1;
+	{
+		char *nb = realloc(*in, *len + (size_t)n);
+
+		if (!nb) {
+			wk_errsys(WX_OSERR, "out of memory");
+			return -1;
+		}
+		*in = nb;
+		memcpy(*in + *len, tmp, (size_t)n);
+		*len += (size_t)n;
+	}
+	for (;;) {
+		struct wire_rec req = { 0 };
+		const char *why = NULL;
+		long used = wire_parse(*in + off, *len - off, &req, &why);
+
+		if (used == 0)
+			break;
+		if (used < 0) {
+			wk_err(WX_USAGE, "watch: bad request: %s", why ? why : strerror(errno));
+			return -1;
+		}
+		off += (size_t)used;
+		n = watch_request(st, ifd, &req);
+		wire_free(&req);
+		if (n < 0 && errno == EPIPE)
+			return 1;
+		if (n < 0) {
+			wk_errsys(WX_OSERR, "stdout");
+			return -1;
+		}
+	}
+	memmove(*in, *in + off, *len - off);
+	*len -= off;
+	return 0;
+}
+
 int cmd_watch(struct wk_state *st, int argc, char **argv)
 {
 	int ifd, rc = 0;
 	struct wire_rec r = { 0 };
-	char *att = wk_asprintf("%s/attempts", st->path);
+	char *att = wk_asprintf("%s/attempts", st->path), *in = NULL;
+	size_t inlen = 0;
 
 	(void)argv;
 	if (argc != 0) {
@@ -170,7 +282,7 @@ int cmd_watch(struct wk_state *st, int argc, char **argv)
 		return rc;
 	}
 	free(att);
-	if (wire_add(&r, "ready", "1") < 0 || wk_print(&r) < 0) {
+	if (wire_add(&r, "ready", "1") < 0 || wire_add(&r, "requests", "launch") < 0 || wk_print(&r) < 0) {
 		wire_free(&r);
 		close(ifd);
 		return wk_errsys(WX_OSERR, "stdout");
@@ -186,14 +298,14 @@ int cmd_watch(struct wk_state *st, int argc, char **argv)
 			rc = wk_errsys(WX_OSERR, "poll");
 			break;
 		}
-		if (p[0].revents & (POLLHUP | POLLERR | POLLNVAL))
-			break;
 		if (p[0].revents & POLLIN) {
-			char junk[512];
-			ssize_t n = read(0, junk, sizeof junk);
-
-			if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
-				break;  /* the controller went away */
+			pr = watch_input(st, ifd, &in, &inlen);
+			if (pr != 0) {
+				rc = pr < 0 ? WX_OSERR : 0;
+				break;  /* the controller went away, or is confused */
+			}
+		} else if (p[0].revents & (POLLHUP | POLLERR | POLLNVAL)) {
+			break;
 		}
 		if (p[1].revents & POLLIN) {
 			char buf[8192] __attribute__((aligned(__alignof__(struct inotify_event))));
@@ -227,6 +339,7 @@ int cmd_watch(struct wk_state *st, int argc, char **argv)
 		}
 	}
 	close(ifd);
+	free(in);
 	return rc;
 }
 
@@ -351,7 +464,7 @@ int cmd_pause(struct wk_state *st, int argc, char **argv)
 	}
 	if (!wk_state_final(wire_get(&r, "state"))) {
 		tmp = wk_asprintf(".pause.%ld.tmp", (long)getpid());
-		if (!tmp || wk_atomic_write(adir, tmp, "pause", "", 0) < 0) {
+		if (!tmp || wk_atomic_write(adir, tmp, "pause", "", 0, 1) < 0) {
 			rc = wk_errsys(WX_OSERR, "%s/attempts/%s/pause", st->path, id);
 			free(tmp);
 			close(adir);

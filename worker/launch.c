@@ -52,17 +52,20 @@ struct spec {
 	size_t nenv;
 	long long *gpu;
 	size_t ngpu;
+	const char **uuid;      /* the controller's, into rec; 0 or ngpu */
+	size_t nuuid;
 	long long idle_mib, timeout, grace;
 	int resumable;
 	const char *checkpoint;
 };
 
+/* The record stays the caller's. */
 static void spec_free(struct spec *sp)
 {
 	free(sp->argv);
 	free(sp->env);
 	free(sp->gpu);
-	wire_free(&sp->rec);
+	free(sp->uuid);
 }
 
 static int name_ok(const char *s, size_t n)
@@ -89,7 +92,7 @@ static int spec_check(struct spec *sp, char **why)
 		"attempt", "shell", "cwd", "idle_mib", "timeout", "grace",
 		"resumable", "checkpoint",
 	};
-	size_t i, j, na = 0, ne = 0, ng = 0;
+	size_t i, j, na = 0, ne = 0, ng = 0, nu = 0;
 	long long v;
 
 	*why = NULL;
@@ -108,6 +111,7 @@ static int spec_check(struct spec *sp, char **why)
 		na += strcmp(f->key, "arg") == 0;
 		ne += strcmp(f->key, "env") == 0;
 		ng += strcmp(f->key, "gpu") == 0;
+		nu += strcmp(f->key, "uuid") == 0;
 	}
 	sp->id = wire_get(r, "attempt");
 	if (!sp->id) {
@@ -128,7 +132,8 @@ static int spec_check(struct spec *sp, char **why)
 	sp->argv = calloc(na + 1, sizeof *sp->argv);
 	sp->env = calloc(ne + 1, sizeof *sp->env);
 	sp->gpu = calloc(ng + 1, sizeof *sp->gpu);
-	if (!sp->argv || !sp->env || !sp->gpu) {
+	sp->uuid = calloc(nu + 1, sizeof *sp->uuid);
+	if (!sp->argv || !sp->env || !sp->gpu || !sp->uuid) {
 		*why = wk_asprintf("out of memory");
 		return -1;
 	}
@@ -158,7 +163,18 @@ static int spec_check(struct spec *sp, char **why)
 					return -1;
 				}
 			sp->gpu[sp->ngpu++] = v;
+		} else if (strcmp(f->key, "uuid") == 0) {
+			if (!nv_uuid_ok(f->val, f->len)) {
+				*why = wk_asprintf("uuid must be 1 to 128 bytes, no '/', ',' or blanks, "
+						   "not starting with '.'");
+				return -1;
+			}
+			sp->uuid[sp->nuuid++] = f->val;
 		}
+	}
+	if (nu && nu != ng) {
+		*why = wk_asprintf("uuid must be given once for each gpu, or not at all");
+		return -1;
 	}
 	if (na == 0) {
 		free(sp->argv);
@@ -490,7 +506,7 @@ static int pause_file_there(struct launch *l)
 static int make_pause_file(struct launch *l)
 {
 	char *tmp = wk_asprintf(".pause.%ld.tmp", (long)getpid());
-	int rc = tmp ? wk_atomic_write(l->adir, tmp, "pause", "", 0) : -1;
+	int rc = tmp ? wk_atomic_write(l->adir, tmp, "pause", "", 0, 1) : -1;
 
 	if (rc < 0)
 		fprintf(stderr, "%s: %s/pause: %s\n", PROG, l->adir_path, strerror(errno));
@@ -1205,8 +1221,11 @@ static int start(struct launch *l)
 		remove_attempt_dir(l);
 		return rc;
 	}
+	/* Not synced: only `pause` reads it, while the job runs; after a
+	 * crash of the machine the job is gone, and a launch without a
+	 * state file is taken over and writes it again (step 7). */
 	n = wire_format(&sp->rec, &buf);
-	if (n < 0 || wk_atomic_write(l->adir, ".spec.tmp", "spec", buf, (size_t)n) < 0) {
+	if (n < 0 || wk_atomic_write(l->adir, ".spec.tmp", "spec", buf, (size_t)n, 0) < 0) {
 		free(buf);
 		rc = wk_errsys(WX_OSERR, "attempts/%s/spec", sp->id);
 		remove_attempt_dir(l);
@@ -1219,21 +1238,24 @@ static int start(struct launch *l)
 	 * the check under the leases says whether a card is idle (no other
 	 * attempt can take it meanwhile), so step 3 asks for no more than
 	 * the UUIDs: NV_CARDS, one nvidia-smi run instead of two, or no
-	 * process query through NVML. */
-	for (pass = 0; sp->ngpu > 0 && pass < 2; pass++) {
+	 * process query through NVML.  A spec with the cards' UUIDs (the
+	 * controller's snapshot) skips step 3: one query, under the leases,
+	 * which also checks that each index still has that UUID. */
+	for (pass = sp->nuuid > 0; sp->ngpu > 0 && pass < 2; pass++) {
 		struct nv_info info;
 
-		if (nv_query(&info, pass == 0 ? NV_CARDS : NV_ALL, &err) < 0) {
-			release_leases(l, 1);
-			remove_attempt_dir(l);
-			rc = wk_err(WX_UNAVAILABLE, "%s", err ? err : "nvidia-smi failed");
-			free(err);
-			return rc;
+		rc = pass == 1 ? take_leases(l, &reason) : 0;
+		if (rc == 0) {
+			if (nv_query(&info, pass == 0 ? NV_CARDS : NV_ALL, &err) < 0) {
+				release_leases(l, 1);
+				remove_attempt_dir(l);
+				rc = wk_err(WX_UNAVAILABLE, "%s", err ? err : "nvidia-smi failed");
+				free(err);
+				return rc;
+			}
+			rc = pass == 0 ? card_uuids(l, &info, &reason) : check_cards(l, &info, &reason);
+			nv_free(&info);
 		}
-		rc = pass == 0 ? card_uuids(l, &info, &reason) : check_cards(l, &info, &reason);
-		nv_free(&info);
-		if (rc == 0 && pass == 0)
-			rc = take_leases(l, &reason);
 		if (rc < 0) {
 			rc = wk_errsys(WX_OSERR, "leases");
 			release_leases(l, 1);
@@ -1369,8 +1391,13 @@ static int launch(struct wk_state *st, struct spec *sp)
 		rc = wk_errsys(WX_OSERR, "out of memory");
 		goto out;
 	}
-	for (i = 0; i < sp->ngpu; i++)
+	for (i = 0; i < sp->ngpu; i++) {
 		l.lease[i] = -1;
+		if (i < sp->nuuid && !(l.uuid[i] = strdup(sp->uuid[i]))) {
+			rc = wk_errsys(WX_OSERR, "out of memory");
+			goto out;
+		}
+	}
 
 	for (tries = 0; tries < 20; tries++) {
 		int fresh = mkdirat(st->attfd, sp->id, 0700) == 0;
@@ -1447,18 +1474,33 @@ out:
 	return rc;
 }
 
-int cmd_launch(struct wk_state *st, int argc, char **argv)
+int launch_rec(struct wk_state *st, const struct wire_rec *rec)
 {
 	struct spec sp;
-	const char *why = NULL;
 	char *bad = NULL;
+	int r;
+
+	memset(&sp, 0, sizeof sp);
+	sp.rec = *rec;
+	if (spec_check(&sp, &bad) < 0)
+		r = wk_err(WX_DATAERR, "bad spec: %s", bad ? bad : "out of memory");
+	else
+		r = launch(st, &sp);
+	free(bad);
+	spec_free(&sp);
+	return r;
+}
+
+int cmd_launch(struct wk_state *st, int argc, char **argv)
+{
+	struct wire_rec rec = { 0 };
+	const char *why = NULL;
 	int r;
 
 	(void)argv;
 	if (argc != 0)
 		return wk_err(WX_USAGE, "usage: %s [-d STATE_DIR] launch < SPEC", PROG);
-	memset(&sp, 0, sizeof sp);
-	r = wire_read(stdin, &sp.rec, &why);
+	r = wire_read(stdin, &rec, &why);
 	if (r == 0)
 		return wk_err(WX_DATAERR, "bad spec: no record on standard input");
 	if (r < 0) {
@@ -1466,13 +1508,7 @@ int cmd_launch(struct wk_state *st, int argc, char **argv)
 			return wk_errsys(WX_OSERR, "reading the spec");
 		return wk_err(WX_DATAERR, "bad spec: %s", why);
 	}
-	if (spec_check(&sp, &bad) < 0) {
-		r = wk_err(WX_DATAERR, "bad spec: %s", bad ? bad : "out of memory");
-		free(bad);
-		spec_free(&sp);
-		return r;
-	}
-	r = launch(st, &sp);
-	spec_free(&sp);
+	r = launch_rec(st, &rec);
+	wire_free(&rec);
 	return r;
 }

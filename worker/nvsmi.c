@@ -121,14 +121,14 @@ static int not_available(struct span f)
 
 /* A UUID becomes a file name under leases/: no '/', no control bytes or
  * blanks, not starting with '.'. */
-static int uuid_ok(struct span f)
+int nv_uuid_ok(const char *s, size_t n)
 {
 	size_t i;
 
-	if (f.n == 0 || f.n > 128 || f.s[0] == '.')
+	if (n == 0 || n > 128 || s[0] == '.')
 		return 0;
-	for (i = 0; i < f.n; i++) {
-		unsigned char c = (unsigned char)f.s[i];
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
 
 		if (c <= 0x20 || c == 0x7f || c == '/' || c == ',')
 			return 0;
@@ -209,7 +209,7 @@ static int gpu_line(const char *l, size_t n, struct nv_info *info)
 	if (split(l, n, f, 6) != 6)
 		return -1;
 	memset(&g, 0, sizeof g);
-	if (num(f[0], &g.index) < 0 || !uuid_ok(f[1]) || f[5].n == 0)
+	if (num(f[0], &g.index) < 0 || !nv_uuid_ok(f[1].s, f[1].n) || f[5].n == 0)
 		return -1;
 	if (num(f[2], &g.mem_used) < 0) {
 		if (!not_available(f[2]))
@@ -253,7 +253,7 @@ static int app_line(const char *l, size_t n, struct nv_info *info)
 
 	if (split(l, n, f, 3) != 3)
 		return -1;
-	if (!uuid_ok(f[0]) || num(f[1], &pid) < 0)
+	if (!nv_uuid_ok(f[0].s, f[0].n) || num(f[1], &pid) < 0)
 		return -1;
 	if (num(f[2], &mem) < 0 && !not_available(f[2]))
 		return -1;

@@ -190,7 +190,7 @@ int wk_read_at(int dirfd, const char *name, size_t max, char **out, size_t *len)
 }
 
 int wk_atomic_write(int dirfd, const char *tmpname, const char *name,
-		    const void *buf, size_t len)
+		    const void *buf, size_t len, int durable)
 {
 	int fd, e;
 
@@ -201,7 +201,7 @@ int wk_atomic_write(int dirfd, const char *tmpname, const char *name,
 	if (fd < 0)
 		return -1;
 	/* Exactly 0600, whatever the umask. */
-	if (fchmod(fd, 0600) < 0 || wk_write_all(fd, buf, len) < 0 || fsync(fd) < 0) {
+	if (fchmod(fd, 0600) < 0 || wk_write_all(fd, buf, len) < 0 || (durable && fsync(fd) < 0)) {
 		e = errno;
 		close(fd);
 		unlinkat(dirfd, tmpname, 0);
@@ -214,7 +214,7 @@ int wk_atomic_write(int dirfd, const char *tmpname, const char *name,
 		errno = e;
 		return -1;
 	}
-	return fsync(dirfd);
+	return durable ? fsync(dirfd) : 0;
 }
 
 static char *home_dir(void)
@@ -414,7 +414,7 @@ int wk_state_write(const struct wk_state *st, const char *id, const struct wire_
 	int rc = -1, e;
 
 	if (name && tmp && (n = wire_format(r, &buf)) >= 0)
-		rc = wk_atomic_write(st->attfd, tmp, name, buf, (size_t)n);
+		rc = wk_atomic_write(st->attfd, tmp, name, buf, (size_t)n, 1);
 	e = errno;
 	free(buf);
 	free(name);

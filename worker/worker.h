@@ -80,9 +80,10 @@ int wk_read_fd(int fd, size_t max, char **out, size_t *len);
 /* Same for DIRFD/NAME, opened O_NOFOLLOW.  -1 with errno (ENOENT). */
 int wk_read_at(int dirfd, const char *name, size_t max, char **out, size_t *len);
 /* Write DIRFD/NAME atomically through DIRFD/TMPNAME: create, write,
- * fsync, close, rename, fsync DIRFD.  0 or -1 with errno. */
+ * fsync, close, rename, fsync DIRFD (the syncs only when DURABLE).  0
+ * or -1 with errno. */
 int wk_atomic_write(int dirfd, const char *tmpname, const char *name,
-		    const void *buf, size_t len);
+		    const void *buf, size_t len, int durable);
 
 /* "~" and "~/x" against $HOME (or the password file); other paths
  * copied.  Relative results are made absolute when ABS is set. */
@@ -173,6 +174,8 @@ enum nv_what { NV_CARDS, NV_ALL };
 int nv_query(struct nv_info *info, enum nv_what what, char **err);
 void nv_free(struct nv_info *info);
 const struct nv_gpu *nv_find_index(const struct nv_info *info, long long index);
+/* A UUID fit to name a lease file. */
+int nv_uuid_ok(const char *s, size_t n);
 /* The first non-blank line of S, at most 200 bytes (malloc'd). */
 char *nv_first_line(const char *s);
 
@@ -220,5 +223,12 @@ int cmd_watch(struct wk_state *st, int argc, char **argv);
 int cmd_cancel(struct wk_state *st, int argc, char **argv);
 int cmd_pause(struct wk_state *st, int argc, char **argv);
 int cmd_log(struct wk_state *st, int argc, char **argv);
+
+/* Steps 1-7 of a launch for the spec REC (still the caller's): what
+ * `launch` prints and its exit status.  `launch` and `watch` use it. */
+int launch_rec(struct wk_state *st, const struct wire_rec *rec);
+/* How long `watch` lets a launch it runs take (the launcher itself
+ * waits at most 30 s for the job to start). */
+#define WATCH_LAUNCH_MS 60000
 
 #endif

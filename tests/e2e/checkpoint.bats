@@ -119,7 +119,7 @@ continuous() {
 	wait_for 20 final "$plain"
 	[ "$(state "$plain")" = failed ]
 	[ "$(field "$plain" reason)" = timeout ]
-	! kill -0 "$(cat "$T/child")" 2>/dev/null
+	not kill -0 "$(cat "$T/child")" 2>/dev/null
 	res=$(coop 60 "$T/steps" --timeout 1)
 	wait_for 30 final "$res"
 	[ "$(state "$res")" = succeeded ]

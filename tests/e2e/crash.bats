@@ -21,6 +21,6 @@ load ../lib/common
 	grep -q CARDBATON_CRASH_AT "$CB_BUILD/cardbaton-spoold" &&
 		skip "this is the crash-point build"
 	for b in cardbaton-spoold cardbaton-worker cardbaton-worker-static cardbaton-submit; do
-		! grep -q CARDBATON_CRASH_AT "$CB_BUILD/$b"
+		not grep -q CARDBATON_CRASH_AT "$CB_BUILD/$b"
 	done
 }

@@ -265,7 +265,7 @@ final() {
 	child=$(cat "$T/child")
 	cardbaton-cancel --config "$C" "$run_id"
 	wait_for 15 '[ "$(state "$run_id")" = cancelled ]'
-	! kill -0 "$child" 2>/dev/null
+	not kill -0 "$child" 2>/dev/null
 	[ "$(st --json "$run_id" | json 'd["jobs"][0]["reason"]')" = "cancelled by user" ]
 }
 
@@ -310,38 +310,47 @@ final() {
 	[ "$(state 500)" = succeeded ]
 }
 
-@test "a card freed by a job's end goes to the next job without asking the node again; a card still busy sends it back" {
-	# Every worker call, logged by its command (after -d DIR).
+# Every worker call, logged as "TIME COMMAND" (the command after -d DIR);
+# launches through the event stream run inside `watch` and log nothing.
+log_worker_calls() {
 	cat > "$T/worker" <<-EOF
 	#!/bin/sh
-	echo "\$3" >> "$T/calls"
+	echo "\$(date +%s%N) \$3" >> "$T/calls"
 	exec "$CB_BUILD/cardbaton-worker" "\$@"
 	EOF
 	chmod +x "$T/worker"
 	export CARDBATON_WORKER=$T/worker
+}
+
+# While a GPU job waits the cards are re-read every 2 s: return right
+# after one such query has ended, with the log cleared.
+after_a_poll() {
+	: > "$T/calls"
+	wait_for 10 'grep -q " gpus$" "$T/calls"'
+	wait_for 10 '! pgrep -f "$T/worker -d [^ ]* gpus" >/dev/null'
+	: > "$T/calls"
+}
+
+@test "a card freed by a job's end goes to the next job without asking the node again; a card still busy sends it back" {
+	log_worker_calls
 	fake_gpus "0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA Fake A100, 0, 81920, 0"
 	start_daemon
 	a=$(sub --gpus 0 -- sh -c 'until [ -e "$0" ]; do sleep 0.02; done' "$T/go")
-	b=$(sub --gpus 0 -- true)
+	b=$(sub --gpus 0 -- sh -c 'date +%s%N > "$0"' "$T/b.start")
 	wait_for 10 '[ "$(state "$a")" = running ]'
-	# The query that follows a launch has been answered.
-	wait_for 10 'grep -A100 launch "$T/calls" | grep -q gpus'
-	wait_for 10 '! pgrep -f "$T/worker -d [^ ]* gpus" >/dev/null'
-	: > "$T/calls"
+	after_a_poll
 	touch "$T/go"
 	wait_for 10 final "$b"
 	[ "$(state "$b")" = succeeded ]
-	# The first call after A's end launched B.
-	[ "$(grep -m1 -E '^(gpus|launch)$' "$T/calls")" = launch ]
+	# No query between A's end and B's start.
+	[ -z "$(awk -v s="$(cat "$T/b.start")" '$2 == "gpus" && $1 < s' "$T/calls")" ]
 
 	# The guess is checked: a card that stays busy after its job's end
 	# (a process outside the queue took it) sends the next job back.
-	: > "$T/calls"
 	c=$(sub --gpus 0 -- sh -c 'until [ -e "$0" ]; do sleep 0.02; done' "$T/go2")
 	d=$(sub --gpus 0 -- true)
 	wait_for 10 '[ "$(state "$c")" = running ]'
-	wait_for 10 'grep -A100 launch "$T/calls" | grep -q gpus'
-	wait_for 10 '! pgrep -f "$T/worker -d [^ ]* gpus" >/dev/null'
+	after_a_poll
 	fake_apps "GPU-00000000-0000-0000-0000-000000000000, 4242, 500"
 	touch "$T/go2"
 	wait_for 10 final "$c"
@@ -351,6 +360,48 @@ final() {
 	fake_apps
 	wait_for 10 final "$d"
 	[ "$(state "$d")" = succeeded ]
+}
+
+@test "a launch goes through the node's event stream (no worker run per launch); without the stream the worker is run" {
+	log_worker_calls
+	start_daemon
+	wait_for 10 'grep -q " watch$" "$T/calls"'
+	id=$(sub -- true)
+	wait_for 10 final "$id"
+	[ "$(state "$id")" = succeeded ]
+	not grep -q " launch$" "$T/calls"
+	# A stream that cannot take requests (a worker of before): run it.
+	cat > "$T/worker" <<-EOF
+	#!/bin/sh
+	echo "\$(date +%s%N) \$3" >> "$T/calls"
+	if [ "\$3" = watch ]; then
+		"$CB_BUILD/cardbaton-worker" "\$@" | grep -v '^requests '
+		exit
+	fi
+	exec "$CB_BUILD/cardbaton-worker" "\$@"
+	EOF
+	pkill -P "$DAEMON_PID" -f " watch$"
+	wait_for 10 '[ "$(grep -c " watch$" "$T/calls")" -ge 2 ]'
+	id=$(sub -- true)
+	wait_for 10 final "$id"
+	[ "$(state "$id")" = succeeded ]
+	grep -q " launch$" "$T/calls"
+}
+
+@test "a launched job's cards are seen as taken: the next job waits, no launch is refused" {
+	fake_gpus "0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA Fake A100, 0, 81920, 0"
+	start_daemon
+	a=$(sub --gpus 0 -- sleep 600)
+	wait_for 10 '[ "$(state "$a")" = running ]'
+	b=$(sub --gpus 0 -- true)
+	wait_for 10 '[ "$(state "$b")" = queued ]'
+	# Past a re-read of the cards (every 2 s while B waits).
+	sleep 2.5
+	[ "$(state "$b")" = queued ]
+	not grep -q "not started" "$T/daemon.log"
+	cardbaton-cancel --config "$C" "$a"
+	wait_for 10 final "$b"
+	[ "$(state "$b")" = succeeded ]
 }
 
 @test "a cancel the node cannot hear is kept in ctl/ and sent again, across a restart, until the job stops" {

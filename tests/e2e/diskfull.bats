@@ -202,7 +202,7 @@ during_fault() {
 	[ -z "$(ls "$S/tmp")" ]
 	if [ "$1" = full ]; then
 		[ -n "$(ls "$S/ctl")" ]
-		! empty "$S/new" "$S/incoming" 2>/dev/null
+		not empty "$S/new" "$S/incoming" 2>/dev/null
 	fi
 }
 

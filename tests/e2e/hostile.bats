@@ -159,7 +159,7 @@ asan() { ldd "$CB_BUILD/cardbaton-submit" 2>/dev/null | grep -q libasan; }
 	[ "$(st --json "$a" | json 'd["jobs"][0]["name"]')" = "../../x/y" ]
 	# Nothing was made from the name anywhere.
 	[ ! -e "$T/../x" ] && [ ! -e "$T/x" ] && [ ! -e "$T/spool/x" ]
-	! find "$T/spool" "$STATE" -name 'y' -o -name 'passwd' | grep -q .
+	[ -z "$(find "$T/spool" "$STATE" -name 'y' -o -name 'passwd')" ]
 }
 
 @test "--node and node: with '/', '..', a leading '-' or empty are refused (64 flag, 65 file, rejected in new/)" {

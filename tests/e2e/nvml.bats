@@ -185,8 +185,8 @@ same() {
 	# NVML was asked, then nvidia-smi; nothing of either is left.
 	[ "$(nvml_calls nvmlInit_v2)" -eq 1 ]
 	[ "$(smi_runs)" -eq 1 ]
-	! pgrep -f "$T/hung-state"
-	! pgrep -f '^sleep 3600$'
+	not pgrep -f "$T/hung-state"
+	not pgrep -f '^sleep 3600$'
 }
 
 @test "gpus: NVML hung alone: killed at half the deadline, and nvidia-smi answers" {
@@ -196,7 +196,7 @@ same() {
 	cmp "$T/off.out" "$LAST.out"
 	[ "$(cat "$LAST.rc")" -eq 0 ]
 	[ "$(cat "$LAST.err")" = "cardbaton-worker: NVML: no answer within 5 s; asked nvidia-smi instead" ]
-	! pgrep -f "$T/hung-state"
+	not pgrep -f "$T/hung-state"
 }
 
 @test "gpus: any NVML call failing or crashing: said once, and nvidia-smi answers the same" {

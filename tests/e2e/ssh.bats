@@ -80,10 +80,10 @@ ssh_daemon() {
 	grep -q '^host1 ' "$T/all"
 	grep -q '^host2 ' "$T/all"
 	grep -q '^host3 ' "$T/all"
-	! grep -q "$(host_gpu_uuid 2 1)" "$T/all"
-	! grep -q "$(host_gpu_uuid 3 0)" "$T/all"
-	! grep -q "$(host_gpu_uuid 3 6)" "$T/all"
-	! grep -q "$(host_gpu_uuid 3 7)" "$T/all"
+	not grep -q "$(host_gpu_uuid 2 1)" "$T/all"
+	not grep -q "$(host_gpu_uuid 3 0)" "$T/all"
+	not grep -q "$(host_gpu_uuid 3 6)" "$T/all"
+	not grep -q "$(host_gpu_uuid 3 7)" "$T/all"
 	# The worker was shipped once per host, into its state directory.
 	for i in 1 2 3; do
 		[ "$(ls "$(host_home "$i")/.local/state/sshgpu-queue/bin" | wc -l)" -eq 1 ]
@@ -216,7 +216,7 @@ ssh_daemon() {
 	bin=$(host_home 3)/.local/state/sshgpu-queue/bin
 	[ "$(ls "$bin" | wc -l)" -eq 1 ]
 	# Built there: not the static build that was shipped to the others.
-	! cmp -s "$bin"/cardbaton-worker-* "$CB_BUILD/cardbaton-worker-static"
+	not cmp -s "$bin"/cardbaton-worker-* "$CB_BUILD/cardbaton-worker-static"
 	[ "$(echo "$output" | json 'len(d["nodes"][0]["gpus"])')" -eq 8 ]
 }
 
@@ -266,7 +266,7 @@ ssh_daemon() {
 	DAEMON_PID=$!
 	wait_for 20 '[ "$(grep -c "public key added" "$T/daemon.log")" -eq 3 ]'
 	grep -qF "$(cat "$T/cfgkey.pub")" "$(host_home 2)/.ssh/authorized_keys"
-	! grep -qF "$(cat "$T/flagkey.pub")" "$(host_home 2)/.ssh/authorized_keys"
+	not grep -qF "$(cat "$T/flagkey.pub")" "$(host_home 2)/.ssh/authorized_keys"
 	grep -qF "$(cat "$T/flagkey.pub")" "$(host_home 1)/.ssh/authorized_keys"
 	grep -qF "$(cat "$T/flagkey.pub")" "$(host_home 3)/.ssh/authorized_keys"
 }

@@ -259,7 +259,7 @@ forget_hosts() {
 	[ ! -e "/run/netns/$hns" ] && [ ! -e "/run/netns/$cns" ]
 	[ -z "$(ip netns list | grep -- "-$u-")" ]
 	[ ! -e "$dir" ] && [ ! -e "$CBH_RUN_ROOT/$u" ]
-	! _cbh_running "$pid"
+	not _cbh_running "$pid"
 	# ... but not hosts_down.
 	bg=$(cat "$T/bg")
 	[ -n "$bg" ] && ! _cbh_running "$bg"
@@ -298,7 +298,7 @@ forget_hosts() {
 		hosts_up 1
 		hosts_down
 	)
-	! _cbh_running "$spid"
+	not _cbh_running "$spid"
 	[ ! -e "/run/netns/cbh-$su-1" ] && [ ! -e "/run/netns/cbh-$su-c" ]
 	[ ! -e "$T/stale" ] && [ ! -e "$CBH_RUN_ROOT/$su" ]
 	# The suite's own run (owner alive) was left alone.

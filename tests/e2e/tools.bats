@@ -531,7 +531,7 @@ assert j["submitted"].endswith("Z") and j["started"] is None and j["finished"] i
 	wait_for 10 '[ "$(state "$id")" = running ]'
 	stop_daemon
 	pid=$(cat "$T/pid")
-	! gone "$pid"
+	not gone "$pid"
 	run --separate-stderr cardbaton-cancel "$id"
 	[ "$status" -eq 0 ]
 	[ -z "$stderr" ]

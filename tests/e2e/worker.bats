@@ -275,7 +275,7 @@ go() {
 	[[ $output == *"nvidia-smi did not answer within 10 s"* ]]
 	[ "$SECONDS" -le 12 ]
 	# Its whole process group went with it (the fake's sleep).
-	! pgrep -f '^sleep 61\.25$'
+	not pgrep -f '^sleep 61\.25$'
 }
 
 # ---- launch ------------------------------------------------------------------
@@ -406,7 +406,7 @@ go() {
 	[ "$(field reason <<< "$output")" = "GPU 0 ($U0): leased by b2-1" ]
 	no_trace b2-2
 	lease_free "$U1"
-	! lease_free "$U0"
+	not lease_free "$U0"
 	go
 	wait_final b2-1
 	lease_free "$U0"
@@ -492,8 +492,8 @@ go() {
 	kill -0 "$pid"
 	[ "$(st c5-1 state)" = running ]
 	[ "$(st c5-1 alive)" = 1 ]
-	! lease_free "$U0"
-	! lease_free "$U3"
+	not lease_free "$U0"
+	not lease_free "$U3"
 	lease_free "$U1"
 	[ "$(cat "$STATE/leases/$U0")" = c5-1 ]
 	# ... by the job itself (inherited), not only by its supervisor.
@@ -580,7 +580,7 @@ go() {
 	[ "$(field reason <<< "$output")" = "worker vanished without a final status" ]
 	[ -n "$(field finished <<< "$output")" ]
 	[ "$(field state < "$STATE/attempts/e1-1.state")" = lost ]
-	! grep -q '^alive' "$STATE/attempts/e1-1.state"
+	not grep -q '^alive' "$STATE/attempts/e1-1.state"
 	lease_free "$U2"
 }
 
@@ -601,8 +601,8 @@ go() {
 	[ "$(field reason <<< "$output")" = cancelled ]
 	# Every process of the attempt is gone (reaped by the supervisor,
 	# so not even a zombie), and so are the lease and the lock.
-	! kill -0 "$pid" 2>/dev/null
-	! kill -0 "$bg" 2>/dev/null
+	not kill -0 "$pid" 2>/dev/null
+	not kill -0 "$bg" 2>/dev/null
 	wait_for 10 'lock_free f0-1'
 	lease_free "$U0"
 	# Cancel of a finished attempt: the record, unchanged.
@@ -624,8 +624,8 @@ go() {
 	wait_final f2-1
 	[ "$SECONDS" -le 2 ]
 	[ "$(st f2-1 state)" = succeeded ]
-	! kill -0 "$(cat "$T/bg")" 2>/dev/null
-	! kill -0 "$(cat "$T/esc")" 2>/dev/null
+	not kill -0 "$(cat "$T/bg")" 2>/dev/null
+	not kill -0 "$(cat "$T/esc")" 2>/dev/null
 	lease_free "$U2"
 }
 
@@ -672,13 +672,13 @@ go() {
 	[ "$(field uuid <<< "$rec")" = "$U0" ]
 	[ -n "$(field started <<< "$rec")" ]
 	[ "$(field log <<< "$rec")" = "$STATE/attempts/5a-1/log" ]
-	! grep -q '^timeout ' <<< "$rec"
-	! grep -q '^exit_code ' <<< "$rec"
+	not grep -q '^timeout ' <<< "$rec"
+	not grep -q '^exit_code ' <<< "$rec"
 	wait_for 5 'grep -qx "state pausing" "$T/watch.out"'
 	[ "$(field reason <<< "$(record_with 'state pausing' < "$T/watch.out")")" = "pause requested" ]
 	# Pausing is not an end: alive, the card held, the supervisor asleep.
 	[ "$(st 5a-1 alive)" = 1 ]
-	! lease_free "$U0"
+	not lease_free "$U0"
 	c0=$(cpu_ticks "$sup")
 	sleep 0.5
 	[ $(( $(cpu_ticks "$sup") - c0 )) -le 2 ]
@@ -695,8 +695,8 @@ go() {
 	[ "$(field reason <<< "$output")" = "checkpoint saved" ]
 	[ -n "$(field finished <<< "$output")" ]
 	[ "$(field alive <<< "$output")" = 0 ]
-	! grep -q '^timeout ' <<< "$output"
-	! grep -q '^signal ' <<< "$output"
+	not grep -q '^timeout ' <<< "$output"
+	not grep -q '^signal ' <<< "$output"
 	lease_free "$U0"
 	wait_for 5 'grep -qx "state paused" "$T/watch.out"'
 	[ "$(field checkpoint <<< "$(record_with 'state paused' < "$T/watch.out")")" = "/ck/step 7" ]
@@ -780,7 +780,7 @@ go() {
 		run cardbaton-worker status "$id"
 		[ "$(field state <<< "$output")" = failed ] || { echo "$id: $output"; return 1; }
 		[ "$(field reason <<< "$output")" = "$want" ] || { echo "$id: $output"; echo "wanted: $want"; return 1; }
-		! grep -q '^timeout ' <<< "$output"
+		not grep -q '^timeout ' <<< "$output"
 	}
 	ck 5b-1 75 '' "exit status 75 but no checkpoint marker at $A/5b-1/checkpoint"
 	[ "$(st 5b-1 exit_code)" = 75 ]
@@ -819,7 +819,7 @@ go() {
 	[ "$(field state <<< "$output")" = failed ]
 	[ "$(field reason <<< "$output")" = "exit status 75" ]
 	[ "$(field exit_code <<< "$output")" = 75 ]
-	! grep -q '^checkpoint ' <<< "$output"
+	not grep -q '^checkpoint ' <<< "$output"
 }
 
 @test "pause: a pause file or marker left in a taken-over attempt directory does not count" {
@@ -887,8 +887,8 @@ go() {
 	[ "$SECONDS" -le 2 ]
 	[ "$(field state <<< "$output")" = cancelled ]
 	[ "$(field reason <<< "$output")" = cancelled ]
-	! kill -0 "$pid" 2>/dev/null
-	! kill -0 "$(cat "$T/bg")" 2>/dev/null
+	not kill -0 "$pid" 2>/dev/null
+	not kill -0 "$(cat "$T/bg")" 2>/dev/null
 	wait_for 10 'lease_free "$U3"'
 
 	launch attempt 5f-2 arg sleep arg 300 resumable 1
@@ -947,9 +947,9 @@ go() {
 	[ "$(field reason <<< "$output")" = timeout ]
 	[ "$(field signal <<< "$output")" = 15 ]
 	[ "$(field timeout <<< "$output")" = 1 ]
-	! grep -q '^checkpoint ' <<< "$output"
-	! kill -0 "$pid" 2>/dev/null
-	! kill -0 "$(cat "$T/bg")" 2>/dev/null
+	not grep -q '^checkpoint ' <<< "$output"
+	not kill -0 "$pid" 2>/dev/null
+	not kill -0 "$(cat "$T/bg")" 2>/dev/null
 	lease_free "$U2"
 	# A user's pause that is ignored is bounded the same way by the
 	# limit and the grace.
@@ -1013,7 +1013,7 @@ go() {
 	exec {wfd}> "$T/watch.in"
 	wait_for 10 'grep -qx "ready 1" "$T/watch.out"'
 	# No history: only the ready record so far.
-	[ "$(cat "$T/watch.out")" = "$(printf 'ready 1\nend')" ]
+	[ "$(cat "$T/watch.out")" = "$(printf 'ready 1\nrequests launch\nend')" ]
 	go_fifo
 	launch attempt 9a-1 shell 'read x < "$GO"' env "GO=$T/go"
 	wait_for 10 'grep -qx "state running" "$T/watch.out"'
@@ -1024,13 +1024,92 @@ go() {
 		{ rec = rec $0 "\n"; if ($0 == "state succeeded") hit = 1 }' "$T/watch.out")
 	[ "$(field attempt <<< "$rec")" = 9a-1 ]
 	[ "$(field exit_code <<< "$rec")" = 0 ]
-	! grep -q 9a-0 "$T/watch.out"
+	not grep -q 9a-0 "$T/watch.out"
 	exec {wfd}>&-
 	wait "$wpid"
 	# stdin at EOF from the start: ready, then exit 0.
 	run cardbaton-worker watch < /dev/null
 	[ "$status" -eq 0 ]
-	[ "$output" = "$(printf 'ready 1\nend')" ]
+	[ "$output" = "$(printf 'ready 1\nrequests launch\nend')" ]
+}
+
+# reply_rec < watch output : the reply record.
+reply_rec() {
+	awk '$0 == "end" { if (hit) { print rec; exit } rec = ""; hit = 0; next }
+		{ rec = rec $0 "\n"; if ($1 == "reply") hit = 1 }'
+}
+
+@test "watch runs a launch request as launch would, and answers with its exit status, output and error" {
+	fake_gpus "0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA Fake A100, 0, 81920, 0"
+	mkfifo "$T/watch.in"
+	cardbaton-worker watch < "$T/watch.in" > "$T/watch.out" 3>&- &
+	wpid=$!
+	exec {wfd}> "$T/watch.in"
+	wait_for 10 'grep -qx "ready 1" "$T/watch.out"'
+	go_fifo
+	{ echo "request launch"; spec attempt 9c-1 gpu 0 shell 'read x < "$GO"' env "GO=$T/go"; } >&$wfd
+	wait_for 10 'grep -qx "reply launch" "$T/watch.out"'
+	rec=$(reply_rec < "$T/watch.out")
+	[ "$(field exit <<< "$rec")" = 0 ]
+	[ "$(field out <<< "$rec" | field state)" = running ]
+	[ "$(field out <<< "$rec" | field uuid)" = GPU-00000000-0000-0000-0000-000000000000 ]
+	# The job is the launcher's, not the watch's: it runs on its own.
+	[ "$(st 9c-1 state)" = running ]
+	# The card is leased: a second launch on it answers busy (75).
+	{ echo "request launch"; spec attempt 9c-2 gpu 0 arg true; } >&$wfd
+	wait_for 10 '[ "$(grep -cx "reply launch" "$T/watch.out")" -eq 2 ]'
+	rec=$(awk '$0 == "end" { if (hit == 2) { print rec; exit } rec = ""; next }
+		{ rec = rec $0 "\n"; if ($1 == "reply") hit++ }' "$T/watch.out")
+	[ "$(field exit <<< "$rec")" = 75 ]
+	[ "$(field out <<< "$rec" | field state)" = busy ]
+	# A bad spec: 65 and the error line, and the stream goes on.
+	{ echo "request launch"; spec attempt 9c-3; } >&$wfd
+	wait_for 10 '[ "$(grep -cx "reply launch" "$T/watch.out")" -eq 3 ]'
+	grep -q "^exit 65$" "$T/watch.out"
+	grep -q "^error cardbaton-worker:%20bad%20spec:" "$T/watch.out"
+	# An unknown request: 64.
+	{ echo "request fly"; echo end; } >&$wfd
+	wait_for 10 'grep -qx "reply fly" "$T/watch.out"'
+	grep -q "^exit 64$" "$T/watch.out"
+	# The job's state events still come.
+	go
+	wait_for 5 'grep -qx "state succeeded" "$T/watch.out"'
+	exec {wfd}>&-
+	wait "$wpid"
+}
+
+@test "launch: a spec with the cards' UUIDs takes their leases at once; a UUID that no longer matches answers busy" {
+	fake_gpus "0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA Fake A100, 0, 81920, 0"
+	# nvidia-smi, each run logged.
+	mkdir -p "$T/bin"
+	printf '#!/bin/sh\necho "$1" >> "%s/smi.calls"\nexec "%s" "$@"\n' "$T" "$(command -v nvidia-smi)" > "$T/bin/nvidia-smi"
+	chmod +x "$T/bin/nvidia-smi"
+	PATH=$T/bin:$PATH
+	# Without UUIDs: the cards first, then everything under the leases.
+	launch attempt 9d-0 gpu 0 arg true
+	[ "$status" -eq 0 ]
+	[ "$(wc -l < "$T/smi.calls")" -eq 3 ]
+	wait_final 9d-0
+	: > "$T/smi.calls"
+	# With them: only the check under the leases.
+	launch attempt 9d-1 gpu 0 uuid GPU-00000000-0000-0000-0000-000000000000 arg true
+	[ "$status" -eq 0 ]
+	[ "$(wc -l < "$T/smi.calls")" -eq 2 ]
+	wait_final 9d-1
+	[ "$(st 9d-1 uuid)" = GPU-00000000-0000-0000-0000-000000000000 ]
+	# The card at index 0 is another one now.
+	launch attempt 9d-2 gpu 0 uuid GPU-11111111-0000-0000-0000-000000000000 arg true
+	[ "$status" -eq 75 ]
+	[ "$(field reason <<< "$output")" = "GPU 0: now GPU-00000000-0000-0000-0000-000000000000, was GPU-11111111-0000-0000-0000-000000000000" ]
+	[ ! -e "$STATE/attempts/9d-2" ]
+	# Bad UUIDs are refused before anything is touched.
+	launch attempt 9d-3 gpu 0 uuid ../../escape arg true
+	[ "$status" -eq 65 ]
+	[[ $output == *"uuid must be"* ]]
+	launch attempt 9d-4 gpu 0 gpu 1 uuid GPU-00000000-0000-0000-0000-000000000000 arg true
+	[ "$status" -eq 65 ]
+	[[ $output == *"once for each gpu"* ]]
+	[ ! -e "$STATE/leases/escape" ] && [ ! -e "$STATE/../escape" ]
 }
 
 # ---- log ----------------------------------------------------------------------

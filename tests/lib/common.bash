@@ -101,6 +101,15 @@ job_state() {
 		python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["state"])'
 }
 
+# not CMD...: succeeds when CMD fails.  Use it, not "! CMD", inside a
+# test: bats does not fail a test on a "! CMD" that is not its last line.
+not() {
+	if "$@"; then
+		echo "not: this succeeded: $*" >&2
+		return 1
+	fi
+}
+
 # failed CODE PROG: the last `run --separate-stderr` exited CODE with
 # exactly one line on stderr, "PROG: ...".
 failed() {
