@@ -151,10 +151,11 @@ void query_done(struct daemon *d, struct node *n, int status)
 }
 
 /* May jobs be placed on N's snapshot now?  When it was just read, or
- * in the pass right after the node said that an attempt ended. */
+ * in the pass right after the node said that an attempt ended (if it
+ * has been read at all). */
 static int usable(const struct node *n)
 {
-	return n->fresh || n->handoff;
+	return n->taken && n->held && (n->fresh || n->handoff);
 }
 
 static int free_slot(const struct node *n, size_t i)
