@@ -362,6 +362,38 @@ after_a_poll() {
 	[ "$(state "$d")" = succeeded ]
 }
 
+@test "a job's end hands its card over while a card query is still in flight" {
+	# The cards query answers what it saw 2 s late.
+	cat > "$T/worker" <<-EOF
+	#!/bin/sh
+	[ "\$3" = gpus ] || exec "$CB_BUILD/cardbaton-worker" "\$@"
+	echo "\$(date +%s%N) start" >> "$T/calls"
+	out=\$("$CB_BUILD/cardbaton-worker" "\$@"); rc=\$?
+	sleep 2
+	echo "\$(date +%s%N) end" >> "$T/calls"
+	printf '%s\n' "\$out"
+	exit \$rc
+	EOF
+	chmod +x "$T/worker"
+	export CARDBATON_WORKER=$T/worker
+	fake_gpus "0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA Fake A100, 0, 81920, 0"
+	start_daemon
+	a=$(sub --gpus 0 -- sh -c 'until [ -e "$0" ]; do sleep 0.02; done' "$T/go")
+	b=$(sub --gpus 0 -- sh -c 'date +%s%N > "$0"' "$T/b.start")
+	wait_for 10 '[ "$(state "$a")" = running ]'
+	# B waits, so the cards are asked for again: end A while a query is out.
+	wait_for 10 '[ "$(tail -n 1 "$T/calls" 2>/dev/null | cut -d" " -f2)" = start ]'
+	n=$(wc -l < "$T/calls")
+	touch "$T/go"
+	wait_for 10 final "$b"
+	[ "$(state "$b")" = succeeded ]
+	# B started before that query answered.
+	answered() { tail -n +$((n + 1)) "$T/calls" | grep -m1 ' end$' | cut -d' ' -f1; }
+	wait_for 10 '[ -n "$(answered)" ]'
+	[ "$(cat "$T/b.start")" -lt "$(answered)" ]
+	not grep -q "not started" "$T/daemon.log"
+}
+
 @test "a launch goes through the node's event stream (no worker run per launch); without the stream the worker is run" {
 	log_worker_calls
 	start_daemon
