@@ -67,15 +67,17 @@ static void lease_ended(struct node *n, size_t i)
 	g->lease = NULL;
 	g->procs = 0;
 	g->mem_used = 0;
-	n->taken[i] = 0;
+	if (n->taken)
+		n->taken[i] = 0;
 }
 
 /*
  * Attempt AID on node N has ended: the node has just said so, and its
  * worker let go of the leases before it wrote the final state.  The
  * cards go to the next job in the pass that follows (n->handoff), on
- * the snapshot as the daemon knows it, without waiting for a query.  A query in flight
- * may still show the leases: its answer is patched the same way.
+ * the snapshot as the daemon knows it, without waiting for a query.  A
+ * query in flight may still show the leases: its answer is patched the
+ * same way.
  */
 void cards_freed(struct daemon *d, struct node *n, const char *aid)
 {

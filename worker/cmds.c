@@ -218,6 +218,7 @@ static int watch_input(struct wk_state *st, int ifd, char **in, size_t *len)
 	char tmp[65536];
 	ssize_t n = read(0, tmp, sizeof tmp);
 	size_t off = 0;
+	int rc;
 
 	if (n == 0)
 		return 1;
@@ -246,14 +247,10 @@ static int watch_input(struct wk_state *st, int ifd, char **in, size_t *len)
 			return -1;
 		}
 		off += (size_t)used;
-		n = watch_request(st, ifd, &req);
+		rc = watch_request(st, ifd, &req);
 		wire_free(&req);
-		if (n < 0 && errno == EPIPE)
-			return 1;
-		if (n < 0) {
-			wk_errsys(WX_OSERR, "stdout");
-			return -1;
-		}
+		if (rc < 0)
+			return 1;       /* the controller went away (EPIPE) */
 	}
 	memmove(*in, *in + off, *len - off);
 	*len -= off;
