@@ -8,7 +8,8 @@
  * has a valid attempt ID (so it can never name a path outside
  * attempts/), exactly one of an argv and a shell command, every env
  * entry NAME=value with NAME a shell identifier, distinct GPU indices,
- * and every number in its range.
+ * no UUIDs or one per index, each fit to name a lease file, and every
+ * number in its range.
  */
 #include "fuzz.h"
 #include "../../worker/launch.c"
@@ -28,6 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(why && fuzz_one_line(why));
 		free(why);
 		spec_free(&sp);
+		wire_free(&sp.rec);
 		return 0;
 	}
 	FUZZ_CHECK(why == NULL);
@@ -51,8 +53,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (size_t k = 0; k < i; k++)
 			FUZZ_CHECK(sp.gpu[k] != sp.gpu[i]);
 	}
+	FUZZ_CHECK(sp.nuuid == 0 || sp.nuuid == sp.ngpu);
+	for (size_t i = 0; i < sp.nuuid; i++)
+		FUZZ_CHECK(nv_uuid_ok(sp.uuid[i], strlen(sp.uuid[i])) && !strchr(sp.uuid[i], '/') &&
+			   sp.uuid[i][0] != '.');
 	FUZZ_CHECK(sp.idle_mib >= 0 && sp.timeout >= 0 && sp.grace >= 0);
 	FUZZ_CHECK(sp.resumable == 0 || sp.resumable == 1);
 	spec_free(&sp);
+	wire_free(&sp.rec);
 	return 0;
 }
