@@ -71,6 +71,14 @@ static void lease_ended(struct node *n, size_t i)
 		n->taken[i] = 0;
 }
 
+/* Every card of N's snapshot that AID held is free. */
+static void leases_ended(struct node *n, const char *aid)
+{
+	for (size_t i = 0; i < n->ngpus; i++)
+		if (n->gpus[i].lease && !strcmp(n->gpus[i].lease, aid))
+			lease_ended(n, i);
+}
+
 /*
  * Attempt AID on node N has ended: the node has just said so, and its
  * worker let go of the leases before it wrote the final state.  The
@@ -81,9 +89,7 @@ static void lease_ended(struct node *n, size_t i)
  */
 void cards_freed(struct daemon *d, struct node *n, const char *aid)
 {
-	for (size_t i = 0; i < n->ngpus; i++)
-		if (n->gpus[i].lease && !strcmp(n->gpus[i].lease, aid))
-			lease_ended(n, i);
+	leases_ended(n, aid);
 	if (n->query.pid > 0) {
 		char **v = realloc(n->ended, (n->nended + 1) * sizeof *v);
 
@@ -126,8 +132,9 @@ void query_done(struct daemon *d, struct node *n, int status)
 	}
 	node_ok(d, slot);
 	if (stale) {
-		/* Asked before a launch it cannot show: the snapshot the
-		 * daemon kept is better; ask again. */
+		/* Asked before a launch it cannot show (or an end it
+		 * could not be patched for): the snapshot the daemon kept
+		 * is better; ask again. */
 		gpus_free(g, k);
 		ended_clear(n);
 		query_start(d, n);
@@ -144,9 +151,7 @@ void query_done(struct daemon *d, struct node *n, int status)
 		return;
 	/* Attempts that ended while it was asked: their cards are free. */
 	for (size_t e = 0; e < n->nended; e++)
-		for (size_t i = 0; i < n->ngpus; i++)
-			if (n->gpus[i].lease && !strcmp(n->gpus[i].lease, n->ended[e]))
-				lease_ended(n, i);
+		leases_ended(n, n->ended[e]);
 	ended_clear(n);
 	n->fresh = 1;
 	d->dirty = 1;
