@@ -90,6 +90,25 @@ ssh_daemon() {
 	done
 }
 
+@test "launches go through each host's event stream: no ssh session per launch" {
+	# ssh, each remote command line logged.
+	cat > "$T/ssh" <<-EOF
+	#!/bin/sh
+	for a; do last=\$a; done
+	echo "\$last" >> "$T/remote"
+	exec ssh "\$@"
+	EOF
+	chmod +x "$T/ssh"
+	sed -i "s|^ssh_command: \[ssh,|ssh_command: [$T/ssh,|" "$C"
+	ssh_daemon
+	ids=()
+	for i in 1 2 3 4 5 6; do ids+=("$(sub --gpu-count 1 -- true)"); done
+	for id in "${ids[@]}"; do wait_for 30 final "$id"; done
+	for id in "${ids[@]}"; do [ "$(state "$id")" = succeeded ]; done
+	grep -q " 'watch'$" "$T/remote"
+	not grep -q " 'launch'$" "$T/remote"
+}
+
 @test "a list command reaches the node's argv byte for byte; a string runs under sh -c" {
 	ssh_daemon
 	printf '%s\n' '{"command": ["python3", "-c", "import sys,json; open(sys.argv[1],\"w\").write(json.dumps(sys.argv[2:]))", "ARGV_OUT", "a b", "it'"'"'s", "\"q\"", "$HOME", "back\\slash", "new\nline", "*", "", "é✓"], "node": "host2"}' \
