@@ -1,15 +1,22 @@
 /*
  * acall.c - node calls the daemon does not wait for.
  *
- * Each node has two slots: `query` (cardbaton-worker gpus, for its card
- * snapshot) and `check` (cardbaton-worker status ID..., the reconcile).
- * A call is a child process whose stdout the main loop polls; when it
- * ends, its output goes to the slot's handler.  A slow or partitioned
- * node therefore delays nobody else, and every call is killed at its
- * deadline.  Launches stay synchronous (they are short, and their
- * answer decides the job's next state before anything else may).
+ * A call is a child process (the worker, locally or through ssh) with
+ * two non-blocking pipes: what it is given on its standard input goes
+ * out through a write buffer as the pipe takes it, and its standard
+ * output is collected until it ends.  The main loop polls both
+ * (acall_pollfd) and hands the end to the slot's handler.  Every call
+ * has a deadline at which it is killed.  The slots: per node `query`
+ * (cardbaton-worker gpus: the card snapshot) and `check` (status ID...:
+ * the reconcile); per running job `call` (a launch when the node's
+ * event stream cannot take it) and `pause`.  A slow or partitioned
+ * node therefore delays nobody else.  Its standard error is kept too
+ * (the first ACALL_ERR_MAX bytes): the worker says there why it failed.  A slot is zero when idle (its
+ * pipes are only looked at while its pid is set).
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,23 +25,121 @@
 
 #include "spoold.h"
 
-int acall_start(struct daemon *d, struct node *n, struct acall *a,
-		const char *const *args, int timeout_ms)
+static void close_in(struct acall *a)
 {
-	int out;
+	if (a->in >= 0)
+		close(a->in);
+	a->in = -1;
+	sbuf_free(&a->wbuf);
+	a->woff = 0;
+}
+
+/* Write what the pipe takes of A's input; at its end, close it. */
+static void acall_write(struct acall *a)
+{
+	while (a->in >= 0 && a->woff < a->wbuf.len) {
+		ssize_t w = write(a->in, a->wbuf.s + a->woff, a->wbuf.len - a->woff);
+
+		if (w > 0)
+			a->woff += (size_t)w;
+		else if (w < 0 && errno == EINTR)
+			continue;
+		else if (w < 0 && errno == EAGAIN)
+			return;
+		else
+			break;  /* it stopped reading: its answer says why */
+	}
+	close_in(a);
+}
+
+/*
+ * fork a child with non-blocking pipes as its standard streams: FDS[0]
+ * writes to its input, FDS[1] reads its output, FDS[2] its error (NULL
+ * ERRFD: it shares ours).  The child gets its own process group (a
+ * deadline kills all of it), no blocked signals (the daemon blocks its
+ * signalfd's), and no other descriptor of ours -- not the spool's lock,
+ * not another node's pipes -- before BODY(ARG) runs; BODY never returns.
+ */
+pid_t child_start(int *in, int *out, int *errfd, void (*body)(void *), void *arg)
+{
+	int p[3][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 } }, saved;
+	pid_t pid = -1;
+	sigset_t none;
+
+	for (int i = 0; i < 3; i++)
+		if ((i < 2 || errfd) && pipe2(p[i], O_CLOEXEC) < 0)
+			goto out;
+	fflush(NULL);
+	if ((pid = fork()) == 0) {
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		setpgid(0, 0);
+		signal(SIGPIPE, SIG_DFL);
+		if (dup2(p[0][0], 0) < 0 || dup2(p[1][1], 1) < 0 || (errfd && dup2(p[2][1], 2) < 0))
+			_exit(EX_OSERR_);
+		close_range(3, ~0U, 0);
+		body(arg);
+		_exit(EX_SOFTWARE_);
+	}
+out:
+	saved = errno;
+	for (int i = 0; i < 3; i++) {
+		int mine = i == 0 ? 1 : 0;      /* the end the daemon keeps */
+
+		if (p[i][!mine] >= 0)
+			close(p[i][!mine]);
+		if (pid < 0 && p[i][mine] >= 0)
+			close(p[i][mine]);
+		else if (p[i][mine] >= 0 && fcntl(p[i][mine], F_SETFL, O_NONBLOCK) < 0)
+			saved = errno;
+	}
+	if (pid < 0) {
+		errno = saved;
+		return -1;
+	}
+	*in = p[0][1];
+	*out = p[1][0];
+	if (errfd)
+		*errfd = p[2][0];
+	return pid;
+}
+
+static void exec_body(void *arg)
+{
+	char **argv = arg;
+
+	execvp(argv[0], argv);
+	dprintf(2, "%s: %s\n", argv[0], strerror(errno));
+	_exit(127);
+}
+
+int acall_start_input(struct daemon *d, struct node *n, struct acall *a,
+		      const char *const *args, const char *input, size_t len, int timeout_ms)
+{
+	char **argv;
 
 	if (a->pid > 0)
 		return 0;
-	a->pid = node_spawn(&d->cfg, n->conf, args, NULL, &out);
-	if (a->pid < 0) {
+	if (!(argv = node_argv(&d->cfg, n->conf, args)) ||
+	    (a->pid = child_start(&a->in, &a->fd, &a->efd, exec_body, argv)) < 0) {
 		a->pid = 0;
+		argv_free(argv);
 		node_failed(d, (size_t)(n - d->nodes), strerror(errno));
 		return -1;
 	}
-	a->fd = out;
-	a->buf.len = 0;
+	argv_free(argv);
+	a->buf.len = a->ebuf.len = a->woff = a->wbuf.len = 0;
 	a->deadline = mono_now() + timeout_ms;
+	if (sbuf_add(&a->wbuf, input, len) < 0)
+		close_in(a);    /* no memory: it sees no input, and says so */
+	acall_write(a);
 	return 0;
+}
+
+int acall_start(struct daemon *d, struct node *n, struct acall *a,
+		const char *const *args, int timeout_ms)
+{
+	return acall_start_input(d, n, a, args, "", 0, timeout_ms);
 }
 
 void acall_stop(struct acall *a)
@@ -42,17 +147,55 @@ void acall_stop(struct acall *a)
 	if (a->pid <= 0)
 		return;
 	close(a->fd);
+	close(a->efd);
+	close_in(a);
 	kill(-a->pid, SIGKILL);
 	while (waitpid(a->pid, NULL, 0) < 0 && errno == EINTR)
 		;
 	a->pid = 0;
 }
 
+size_t acall_pollfd(const struct acall *a, struct pollfd *p)
+{
+	if (a->pid <= 0)
+		return 0;
+	p[0] = (struct pollfd){ a->fd, POLLIN, 0 };
+	p[1] = (struct pollfd){ a->efd, POLLIN, 0 };
+	if (a->in < 0)
+		return 2;
+	p[2] = (struct pollfd){ a->in, POLLOUT, 0 };
+	return 3;
+}
+
+/* What is there to read of FD onto B: 1 at its end (or an error). */
+static int drain(int fd, struct sbuf *b, size_t cap)
+{
+	char buf[65536];
+
+	for (;;) {
+		ssize_t r = read(fd, buf, sizeof buf);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && errno == EAGAIN)
+			return 0;
+		if (r <= 0)
+			return 1;
+		if (b->len < cap && sbuf_add(b, buf, (size_t)r) < 0)
+			return 1;
+	}
+}
+
 int acall_read(struct acall *a, int *status)
 {
 	char buf[65536];
-	ssize_t r = read(a->fd, buf, sizeof buf);
+	ssize_t r;
 
+	if (a->pid <= 0)
+		return 0;
+	acall_write(a);
+	drain(a->efd, &a->ebuf, ACALL_ERR_MAX);
+	r = read(a->fd, buf, sizeof buf);
 	if (r > 0) {
 		if (sbuf_add(&a->buf, buf, (size_t)r) < 0) {
 			acall_stop(a);
@@ -64,11 +207,14 @@ int acall_read(struct acall *a, int *status)
 	if (r < 0 && (errno == EINTR || errno == EAGAIN))
 		return 0;
 	close(a->fd);
+	close_in(a);
 	*status = -1;
 	while (waitpid(a->pid, status, 0) < 0 && errno == EINTR)
 		;
 	a->pid = 0;
-	if (!a->buf.s && sbuf_add(&a->buf, "", 0) < 0)
+	drain(a->efd, &a->ebuf, ACALL_ERR_MAX);
+	close(a->efd);
+	if ((!a->buf.s && sbuf_add(&a->buf, "", 0) < 0) || (!a->ebuf.s && sbuf_add(&a->ebuf, "", 0) < 0))
 		*status = -1;
 	else if (*status != -1)
 		*status = WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
@@ -87,4 +233,156 @@ void acall_free(struct acall *a)
 {
 	acall_stop(a);
 	sbuf_free(&a->buf);
+	sbuf_free(&a->ebuf);
+	sbuf_free(&a->wbuf);
+}
+
+/* ---- every node link, for the main loop ------------------------------ */
+
+static int add_fds(struct pollset *ps, size_t want)
+{
+	if (ps->n + want > ps->cap) {
+		size_t cap = (ps->n + want) * 2;
+		struct pollfd *p = realloc(ps->p, cap * sizeof *p);
+		struct pollwho *w;
+
+		if (!p)
+			return -1;
+		ps->p = p;
+		if (!(w = realloc(ps->who, cap * sizeof *w)))
+			return -1;
+		ps->who = w;
+		ps->cap = cap;
+	}
+	return 0;
+}
+
+/* Append the N descriptors just written at ps->p + ps->n, all KIND's. */
+static void add_who(struct pollset *ps, size_t n, int kind, size_t node, long long job)
+{
+	for (size_t i = 0; i < n; i++)
+		ps->who[ps->n++] = (struct pollwho){ kind, node, job };
+}
+
+int pollset_add(struct pollset *ps, int fd, int kind)
+{
+	if (add_fds(ps, 1) < 0)
+		return -1;
+	ps->p[ps->n] = (struct pollfd){ fd, POLLIN, 0 };
+	add_who(ps, 1, kind, 0, 0);
+	return 0;
+}
+
+size_t links_pollfds(struct daemon *d, struct pollset *ps)
+{
+	size_t calls = 0, n;
+
+	for (size_t k = 0; k < d->nnodes; k++) {
+		struct node *nd = &d->nodes[k];
+
+		if (add_fds(ps, 8) < 0)
+			return calls;
+		n = stream_pollfd(nd, ps->p + ps->n);
+		add_who(ps, n, PW_STREAM, k, 0);
+		n = acall_pollfd(&nd->query, ps->p + ps->n);
+		add_who(ps, n, PW_QUERY, k, 0);
+		calls += n > 0;
+		n = acall_pollfd(&nd->check, ps->p + ps->n);
+		add_who(ps, n, PW_CHECK, k, 0);
+		calls += n > 0;
+	}
+	for (size_t i = 0; i < d->nr; i++) {
+		struct rent *e = &d->r[i];
+
+		if (e->call.pid <= 0 && e->pause.pid <= 0)
+			continue;
+		if (add_fds(ps, 6) < 0)
+			return calls;
+		n = acall_pollfd(&e->call, ps->p + ps->n);
+		add_who(ps, n, PW_LAUNCH, e->node, e->id);
+		calls += n > 0;
+		n = acall_pollfd(&e->pause, ps->p + ps->n);
+		add_who(ps, n, PW_PAUSE, e->node, e->id);
+		calls += n > 0;
+	}
+	return calls;
+}
+
+/* The node's answer to a launch run as the worker (acall_read said it ended). */
+static void launch_call_done(struct daemon *d, struct rent *e, int status)
+{
+	struct node_reply rep = { status, e->call.buf.s, e->call.buf.len, e->call.ebuf.s };
+
+	e->call.buf = (struct sbuf){ 0 };
+	e->call.ebuf = (struct sbuf){ 0 };
+	launch_answered(d, e, &rep);
+	node_reply_free(&rep);
+}
+
+void links_events(struct daemon *d, const struct pollset *ps, size_t from)
+{
+	for (size_t i = from; i < ps->n; i++) {
+		const struct pollwho *w = &ps->who[i];
+		struct node *n = &d->nodes[w->node];
+		struct rent *e;
+		int status;
+
+		if (!ps->p[i].revents)
+			continue;
+		switch (w->kind) {
+		case PW_STREAM:
+			stream_events(d, w->node);
+			break;
+		case PW_QUERY:
+			if (acall_read(&n->query, &status))
+				query_done(d, n, status);
+			break;
+		case PW_CHECK:
+			if (acall_read(&n->check, &status))
+				reconcile_done(d, w->node, status);
+			break;
+		case PW_LAUNCH:
+			if ((e = r_find(d, w->job)) && acall_read(&e->call, &status))
+				launch_call_done(d, e, status);
+			break;
+		case PW_PAUSE:
+			if ((e = r_find(d, w->job)) && acall_read(&e->pause, &status))
+				pause_answered(d, e, status);
+			break;
+		}
+	}
+}
+
+static void due(const struct acall *a, long long *next)
+{
+	if (a->pid > 0 && a->deadline < *next)
+		*next = a->deadline;
+}
+
+void links_timers(struct daemon *d, long long now, long long *next)
+{
+	for (size_t k = 0; k < d->nnodes; k++) {
+		struct node *n = &d->nodes[k];
+
+		if (acall_expired(&n->query))
+			node_failed(d, k, "no answer to a GPU query within the deadline");
+		if (acall_expired(&n->check))
+			node_failed(d, k, "no answer to a status query within the deadline");
+		due(&n->query, next);
+		due(&n->check, next);
+	}
+	for (size_t i = 0; i < d->nr; i++) {
+		struct rent *e = &d->r[i];
+
+		/* Launching still: the reconcile sends it again. */
+		if (acall_expired(&e->call))
+			node_failed(d, e->node, "no answer to a launch within the deadline");
+		if (acall_expired(&e->pause))
+			logmsg("job %lld: pause: no answer from node %s within the deadline",
+			       e->id, d->nodes[e->node].conf->name);
+		due(&e->call, next);
+		due(&e->pause, next);
+	}
+	if (!d->once)
+		stream_timers(d, now, next);
 }

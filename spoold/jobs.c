@@ -72,6 +72,7 @@ struct sub {
 
 static int queue_incoming(struct daemon *d, struct sub *v, size_t n);
 static void cancel_running(struct daemon *d, struct rent *e);
+static void attempt_over(struct daemon *d, struct rent *e);
 
 /* Move S from new/ to incoming/ under its ID -- a fresh one when its
  * name's own is taken there: 0, or -1 with errno (ENOENT: it is gone;
@@ -546,7 +547,7 @@ static int requeue(struct daemon *d, struct rent *e, const char *why)
 	j.reason = xasprintf("waiting: %s", why);
 	if (put(d, &j, SD_RUNNING, name) < 0 || enqueue(d, &j) < 0)
 		goto out;
-	r_remove(d, e);
+	attempt_over(d, e);
 	r = 0;
 out:
 	free(name);
@@ -554,43 +555,81 @@ out:
 	return r;
 }
 
-/* Ask the node to launch E's current attempt (first time or again). */
+/* Ask the node to launch E's current attempt (first time or again),
+ * through its event stream, else by running the worker; the answer
+ * comes to launch_answered.  Nothing waits for it. */
 static int send_launch(struct daemon *d, struct rent *e)
 {
+	static const char *const args[] = { "launch", NULL };
 	struct node *n = &d->nodes[e->node];
-	struct wire_rec spec = { 0 }, w = { 0 };
-	struct node_reply rep;
+	struct wire_rec spec = { 0 };
 	struct job j;
 	char *name, *text = NULL;
-	const char *why;
-	static const char *const args[] = { "launch", NULL };
 	long len;
-	int r = -1, got;
+	int r = -1;
 
+	if (e->asked || e->call.pid > 0)
+		return 0;       /* asked already: its answer will come */
 	if (load_running(d, e->id, &j, &name) < 0)
 		return -1;
 	if (spec_add_job(&spec, &j, job_last_attempt(&j), n) < 0 ||
 	    (len = wire_format(&spec, &text)) < 0) {
 		logmsg("job %lld: out of memory", e->id);
-		goto out;
+	} else if (stream_send(d, n, "launch", text, (size_t)len) == 0) {
+		e->asked = 1;
+		e->asked_at = mono_now();
+		r = 0;
+	} else {
+		r = acall_start_input(d, n, &e->call, args, text, (size_t)len, NODE_CALL_MS);
 	}
-	/* A launch that went out without an answer stays "launching" and is
-	 * sent again (the same attempt: the worker answers what is there). */
-	if ((got = watch_call(d, n, text, (size_t)len, &rep)) < 0) {
-		node_failed(d, e->node, "launch: no answer on the event stream");
-		goto out;
+	CRASH_POINT("launch: sent", NULL);
+	wire_free(&spec);
+	free(text);
+	free(name);
+	job_free(&j);
+	return r;
+}
+
+/* E's launch has failed for good (the worker refused its spec). */
+static int launch_refused(struct daemon *d, struct rent *e, const char *err)
+{
+	struct job j;
+	struct attempt *a;
+	char *name, *msg = xasprintf("launch refused: %s", *err ? err : "bad spec");
+	int r = -1;
+
+	if (!msg || load_running(d, e->id, &j, &name) < 0) {
+		free(msg);
+		return -1;
 	}
-	if (got == 0 && node_run(&d->cfg, n->conf, args, text, (size_t)len, NODE_CALL_MS, &rep) < 0) {
-		node_failed(d, e->node, strerror(errno));
-		goto out;
-	}
+	a = job_last_attempt(&j);
+	a->state = AS_FAILED;
+	set_str(&a->reason, msg);
+	a->finished = now_ms();
+	j.state = JS_FAILED;
+	set_str(&j.reason, msg);
+	j.finished = a->finished;
+	if ((r = put(d, &j, SD_RUNNING, name)) == 0)
+		attempt_over(d, e);
+	free(msg);
+	free(name);
+	job_free(&j);
+	return r;
+}
+
+int launch_answered(struct daemon *d, struct rent *e, struct node_reply *rep)
+{
+	struct node *n = &d->nodes[e->node];
+	struct wire_rec w = { 0 };
+	const char *why;
+	int r = 0;
+
 	CRASH_POINT("launch: node answered", NULL);
-	if (rep.status == 0 || rep.status == EX_TEMPFAIL_ || rep.status == EX_UNAVAILABLE_ ||
-	    rep.status == EX_DATAERR_)
-		wire_parse(rep.out, rep.outlen, &w, &why);
-	if (rep.status != 0)
+	if (rep->status == 0 || rep->status == EX_TEMPFAIL_ || rep->status == EX_UNAVAILABLE_)
+		wire_parse(rep->out, rep->outlen, &w, &why);
+	if (rep->status != 0)
 		n->fresh = n->handoff = 0;      /* our picture of its cards was wrong */
-	switch (rep.status) {
+	switch (rep->status) {
 	case 0:
 		node_ok(d, e->node);
 		r = apply_attempt(d, e, &w);
@@ -600,39 +639,21 @@ static int send_launch(struct daemon *d, struct rent *e)
 		node_ok(d, e->node);
 		why = wire_get(&w, "reason");
 		if (!why || !*why)
-			why = *rep.err ? rep.err : "cards busy at launch";
+			why = *rep->err ? rep->err : "cards busy at launch";
 		logmsg("job %lld: not started on %s: %s", e->id, n->conf->name, why);
 		r = requeue(d, e, why);
 		break;
-	case EX_DATAERR_: {     /* the worker refused the spec: final */
-		struct attempt *a = job_last_attempt(&j);
-		char *msg = xasprintf("launch refused: %s", *rep.err ? rep.err : "bad spec");
-
+	case EX_DATAERR_:       /* the worker refused the spec: final */
 		node_ok(d, e->node);
-		a->state = AS_FAILED;
-		set_str(&a->reason, msg);
-		a->finished = now_ms();
-		j.state = JS_FAILED;
-		set_str(&j.reason, msg);
-		j.finished = a->finished;
-		free(msg);
-		if ((r = put(d, &j, SD_RUNNING, name)) == 0)
-			r_remove(d, e);
+		r = launch_refused(d, e, rep->err);
 		break;
-	}
 	default:
 		/* Transport failure, lost reply, timeout: the attempt stays
 		 * "launching" and the same launch is sent again later. */
-		node_failed(d, e->node, *rep.err ? rep.err : "launch failed");
+		node_failed(d, e->node, *rep->err ? rep->err : "launch failed");
 		break;
 	}
-	node_reply_free(&rep);
-out:
-	wire_free(&spec);
 	wire_free(&w);
-	free(text);
-	free(name);
-	job_free(&j);
 	return r;
 }
 
@@ -835,7 +856,7 @@ int apply_attempt(struct daemon *d, struct rent *e, const struct wire_rec *w)
 		if (js == JS_QUEUED && enqueue(d, &j) < 0)
 			r = -1;
 		if (js != JS_RUNNING && js != JS_PAUSING)
-			r_remove(d, e);
+			attempt_over(d, e);
 	}
 	free(name);
 	job_free(&j);
@@ -973,36 +994,65 @@ static void cancel_running(struct daemon *d, struct rent *e)
 	CRASH_POINT("cancel: node asked", NULL);
 }
 
-/* Ask the node to have E's job checkpoint; the job is `pausing` until
- * the worker reports how it ended. */
+/*
+ * E's attempt is over (its record says how): the calls about it stop,
+ * and a cancel request kept for it is done with, or applied to what
+ * the job is now.  E is gone after this.
+ */
+static void attempt_over(struct daemon *d, struct rent *e)
+{
+	long long id = e->id;
+	char *cancel = e->cancel;
+
+	acall_free(&e->call);
+	acall_free(&e->pause);
+	e->cancel = NULL;
+	r_remove(d, e);
+	if (cancel)
+		cancel_after_attempt(d, id, cancel);
+	free(cancel);
+}
+
+/* Ask the node to have E's job checkpoint; pause_answered makes it
+ * `pausing` when the worker has created the pause file. */
 static void pause_running(struct daemon *d, struct rent *e)
 {
 	const char *args[] = { "pause", e->aid, NULL };
-	struct node_reply rep;
 	struct job j;
-	struct attempt *a;
 	char *name;
 
 	if (load_running(d, e->id, &j, &name) < 0)
 		return;
-	a = job_last_attempt(&j);
-	if (!j.def.resume_command) {
+	if (!j.def.resume_command)
 		logmsg("job %lld: pause: not resumable (no resume_command)", e->id);
-	} else if (node_run(&d->cfg, d->nodes[e->node].conf, args, NULL, 0, NODE_QUERY_MS, &rep) < 0) {
-		logmsg("job %lld: pause: %s", e->id, strerror(errno));
-	} else {
-		if (rep.status != 0) {
-			logmsg("job %lld: pause: the worker said %d: %.*s", e->id, rep.status,
-			       (int)strcspn(rep.err, "\n"), rep.err);
-		} else if (j.state == JS_RUNNING) {
-			CRASH_POINT("pause: node asked", NULL);
-			j.state = JS_PAUSING;
-			a->state = AS_PAUSING;
-			set_str(&j.reason, "pause requested");
-			if (put(d, &j, SD_RUNNING, name) == 0)
-				logmsg("job %lld: pausing", e->id);
-		}
-		node_reply_free(&rep);
+	else if (e->pause.pid > 0)
+		logmsg("job %lld: pause: asked already", e->id);
+	else
+		acall_start(d, &d->nodes[e->node], &e->pause, args, NODE_QUERY_MS);
+	free(name);
+	job_free(&j);
+}
+
+void pause_answered(struct daemon *d, struct rent *e, int status)
+{
+	struct sbuf *err = &e->pause.ebuf;
+	struct job j;
+	char *name;
+
+	if (status != 0) {
+		logmsg("job %lld: pause: the worker said %d: %.*s", e->id, status,
+		       (int)strcspn(err->s ? err->s : "", "\n"), err->s ? err->s : "");
+		return;
+	}
+	CRASH_POINT("pause: node asked", NULL);
+	if (load_running(d, e->id, &j, &name) < 0)
+		return;
+	if (j.state == JS_RUNNING) {
+		j.state = JS_PAUSING;
+		job_last_attempt(&j)->state = AS_PAUSING;
+		set_str(&j.reason, "pause requested");
+		if (put(d, &j, SD_RUNNING, name) == 0)
+			logmsg("job %lld: pausing", e->id);
 	}
 	free(name);
 	job_free(&j);

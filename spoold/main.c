@@ -443,247 +443,6 @@ static void ensure_keys(struct daemon *d, const char *all)
 	}
 }
 
-/* ---- the live event streams ------------------------------------------ */
-
-static void watch_stop(struct node *n)
-{
-	if (n->watch_pid <= 0)
-		return;
-	close(n->watch_in);
-	close(n->watch_out);
-	kill(-n->watch_pid, SIGTERM);
-	waitpid(n->watch_pid, NULL, 0);
-	n->watch_pid = 0;
-	n->watch_buf.len = 0;
-	n->watch_launch = n->watch_pending = 0;
-}
-
-static void watch_start(struct daemon *d, struct node *n)
-{
-	static const char *const args[] = { "watch", NULL };
-	struct cb_err err = { 0 };
-	int in, out;
-	pid_t pid;
-
-	/* The stream cannot ship the worker itself: make sure it is there. */
-	if (node_ensure_worker(&d->cfg, n->conf, &err) < 0) {
-		node_failed(d, (size_t)(n - d->nodes), err.msg ? err.msg : "cannot install the worker");
-		cb_err_free(&err);
-		n->watch_retry_at = n->retry_at;
-		return;
-	}
-	pid = node_spawn(&d->cfg, n->conf, args, &in, &out);
-	if (pid < 0) {
-		logmsg("node %s: watch: %s", n->conf->name, strerror(errno));
-		n->watch_retry_at = mono_now() + BACKOFF_MIN_MS;
-		return;
-	}
-	/* Non-blocking both ways: watch_call waits with a deadline. */
-	if (fcntl(in, F_SETFL, O_NONBLOCK) < 0 || fcntl(out, F_SETFL, O_NONBLOCK) < 0)
-		logmsg("node %s: watch: %s", n->conf->name, strerror(errno));
-	n->watch_pid = pid;
-	n->watch_in = in;
-	n->watch_out = out;
-	n->watch_buf.len = 0;
-	n->watch_retry_at = 0;
-}
-
-/* Apply the records waiting in N's buffer. */
-static void watch_process(struct daemon *d, size_t k)
-{
-	struct node *n = &d->nodes[k];
-	size_t off = 0;
-
-	n->watch_pending = 0;
-	n->watch_busy = 1;      /* watch_call stays off this buffer */
-	for (;;) {
-		struct wire_rec w = { 0 };
-		const char *why, *aid, *rq;
-		long used = wire_parse(n->watch_buf.s + off, n->watch_buf.len - off, &w, &why);
-		struct rent *e;
-
-		if (used == 0) {
-			wire_free(&w);
-			break;
-		}
-		if (used < 0) {
-			logmsg("node %s: event stream: %s; restarting it", n->conf->name, why);
-			wire_free(&w);
-			n->watch_busy = 0;
-			watch_stop(n);
-			n->watch_retry_at = mono_now();
-			return;
-		}
-		off += (size_t)used;
-		if (wire_get(&w, "reply")) {
-			/* The answer to a call that gave up waiting. */
-		} else if (wire_get(&w, "ready") || wire_get(&w, "overflow")) {
-			/* Events from now on are seen (or some were lost): catch
-			 * up by asking about every attempt. */
-			if (wire_get(&w, "ready"))
-				n->watch_launch = (rq = wire_get(&w, "requests")) && !strcmp(rq, "launch");
-			reconcile_node(d, k);
-		} else if ((aid = wire_get(&w, "attempt")) && (e = r_find_aid(d, aid))) {
-			apply_attempt(d, e, &w);
-		}
-		wire_free(&w);
-	}
-	n->watch_busy = 0;
-	memmove(n->watch_buf.s, n->watch_buf.s + off, n->watch_buf.len - off);
-	n->watch_buf.len -= off;
-}
-
-/* Read what N's stream has into its buffer.  1 when something came,
- * 0 when nothing did, -1 at its end. */
-static int watch_fill(struct node *n)
-{
-	char buf[65536];
-	ssize_t r = read(n->watch_out, buf, sizeof buf);
-
-	if (r < 0 && (errno == EINTR || errno == EAGAIN))
-		return 0;
-	if (r <= 0)
-		return -1;
-	return sbuf_add(&n->watch_buf, buf, (size_t)r) < 0 ? 0 : 1;
-}
-
-static void watch_read(struct daemon *d, size_t k)
-{
-	struct node *n = &d->nodes[k];
-	int r = watch_fill(n);
-
-	if (r < 0) {
-		logmsg("node %s: event stream ended; restarting it", n->conf->name);
-		watch_stop(n);
-		n->watch_retry_at = mono_now() + BACKOFF_MIN_MS;
-		d->next_reconcile = mono_now();
-		return;
-	}
-	if (r > 0)
-		watch_process(d, k);
-}
-
-/* Take the first `reply` record out of N's buffer into REP.  1 when
- * there was one, 0 when not (yet), -1 when the buffer is not records. */
-static int watch_reply(struct node *n, struct node_reply *rep)
-{
-	size_t off = 0;
-
-	for (;;) {
-		struct wire_rec w = { 0 };
-		const char *why;
-		long used = wire_parse(n->watch_buf.s + off, n->watch_buf.len - off, &w, &why);
-		long long v;
-
-		if (used <= 0) {
-			wire_free(&w);
-			return used < 0 ? -1 : 0;
-		}
-		if (!wire_get(&w, "reply")) {
-			off += (size_t)used;
-			wire_free(&w);
-			continue;
-		}
-		rep->status = wire_get_ll(&w, "exit", &v) == 0 && v >= 0 && v < 256 ? (int)v : -1;
-		for (size_t i = 0; i < w.n; i++) {
-			char **dst = !strcmp(w.f[i].key, "out") ? &rep->out :
-				     !strcmp(w.f[i].key, "error") ? &rep->err : NULL;
-
-			if (dst && !*dst && (*dst = strndup(w.f[i].val, w.f[i].len)) && dst == &rep->out)
-				rep->outlen = strlen(rep->out);
-		}
-		if (rep->status < 0 && !rep->err && wire_get(&w, "failed"))
-			rep->err = xasprintf("launch on the node: %s", wire_get(&w, "failed"));
-		wire_free(&w);
-		memmove(n->watch_buf.s + off, n->watch_buf.s + off + (size_t)used,
-			n->watch_buf.len - off - (size_t)used);
-		n->watch_buf.len -= (size_t)used;
-		return 1;
-	}
-}
-
-static int wait_fd(int fd, short events, long long until)
-{
-	for (;;) {
-		struct pollfd p = { fd, events, 0 };
-		long long left = until - mono_now();
-		int r;
-
-		if (left <= 0)
-			return 0;
-		r = poll(&p, 1, (int)(left > INT_MAX ? INT_MAX : left));
-		if (r < 0 && errno == EINTR)
-			continue;
-		return r;
-	}
-}
-
-/*
- * A launch through the node's event stream (LAYOUT.md section 10): the
- * request goes to its `cardbaton-worker watch`, which runs the launch
- * in a child and answers with one `reply` record, so a launch costs no
- * ssh session and no exec.  Records that come before the reply stay in
- * the buffer; the main loop applies them next (watch_pending).
- */
-int watch_call(struct daemon *d, struct node *n, const char *spec, size_t len,
-	       struct node_reply *rep)
-{
-	static const char head[] = "request launch\n";
-	long long until = mono_now() + NODE_CALL_MS;
-	size_t hl = sizeof head - 1, sent = 0;
-	const char *why = "the event stream ended";
-	char *req;
-	int r;
-
-	if (n->watch_pid <= 0 || !n->watch_launch || n->watch_busy || !(req = malloc(hl + len)))
-		return 0;
-	memcpy(req, head, hl);
-	memcpy(req + hl, spec, len);
-	while (sent < hl + len) {
-		ssize_t w = write(n->watch_in, req + sent, hl + len - sent);
-
-		if (w > 0)
-			sent += (size_t)w;
-		else if (w < 0 && errno == EAGAIN && wait_fd(n->watch_in, POLLOUT, until) > 0)
-			continue;
-		else if (!(w < 0 && errno == EINTR))
-			break;
-	}
-	free(req);
-	if (sent == 0)
-		return 0;       /* nothing went out: the worker can do it */
-	memset(rep, 0, sizeof *rep);
-	if (sent < hl + len) {
-		why = "cannot write to the event stream";
-		goto fail;
-	}
-	while ((r = watch_reply(n, rep)) == 0) {
-		if (wait_fd(n->watch_out, POLLIN, until) <= 0) {
-			why = "no answer on the event stream";
-			goto fail;
-		}
-		if (watch_fill(n) < 0)
-			goto fail;
-	}
-	if (r < 0) {
-		why = "event stream: not records";
-		goto fail;
-	}
-	if ((!rep->out && !(rep->out = strdup(""))) || (!rep->err && !(rep->err = strdup("")))) {
-		why = strerror(ENOMEM);
-		goto fail;
-	}
-	n->watch_pending = n->watch_buf.len > 0;
-	return 1;
-fail:
-	logmsg("node %s: launch: %s; restarting the event stream", n->conf->name, why);
-	node_reply_free(rep);
-	watch_stop(n);
-	n->watch_retry_at = mono_now();
-	d->next_reconcile = mono_now();
-	return -1;
-}
-
 /* ---- inotify ----------------------------------------------------------- */
 
 static int ino_setup(struct daemon *d, int *wd_new, int *wd_ctl)
@@ -770,76 +529,64 @@ static void ino_read(struct daemon *d, int fd, int wd_new, int wd_ctl)
 
 /* ---- main ---------------------------------------------------------------- */
 
-/* The node calls in flight that have something to read, in P (2 per
- * node, from index BASE); returns how many are in flight. */
-static size_t call_fds(struct daemon *d, struct pollfd *p)
+/* A signal came: SIGHUP re-reads new/ and ctl/; 1 for SIGTERM or SIGINT. */
+static int on_signal(struct daemon *d, int sigfd)
 {
-	size_t busy = 0;
+	struct signalfd_siginfo si;
+	int quit = 0;
 
-	for (size_t k = 0; k < d->nnodes; k++) {
-		struct node *n = &d->nodes[k];
-
-		p[2 * k].fd = n->query.pid > 0 ? n->query.fd : -1;
-		p[2 * k].events = POLLIN;
-		p[2 * k + 1].fd = n->check.pid > 0 ? n->check.fd : -1;
-		p[2 * k + 1].events = POLLIN;
-		busy += (n->query.pid > 0) + (n->check.pid > 0);
+	while (read(sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
+		if (si.ssi_signo == SIGHUP) {
+			scan_dir(d, SD_NEW);
+			scan_dir(d, SD_CTL);
+			d->next_reconcile = mono_now();
+		} else {
+			quit = 1;
+		}
 	}
-	return busy;
+	return quit;
 }
 
-/* Hand what P says is readable to the calls' handlers. */
-static void call_events(struct daemon *d, const struct pollfd *p)
+/* Until no node call is in flight (each ends by its deadline), the
+ * streams aside: start-up's reconcile, and --once.  1 when a SIGTERM
+ * came meanwhile. */
+static int calls_wait(struct daemon *d, int sigfd)
 {
-	for (size_t k = 0; k < d->nnodes; k++) {
-		struct node *n = &d->nodes[k];
-		int status;
+	struct pollset ps = { 0 };
+	int quit = 0;
 
-		if (p[2 * k].revents && n->query.pid > 0 && acall_read(&n->query, &status))
-			query_done(d, n, status);
-		if (p[2 * k + 1].revents && n->check.pid > 0 && acall_read(&n->check, &status))
-			reconcile_done(d, k, status);
-	}
-}
-
-static void call_deadlines(struct daemon *d)
-{
-	for (size_t k = 0; k < d->nnodes; k++) {
-		if (acall_expired(&d->nodes[k].query))
-			node_failed(d, k, "no answer to a GPU query within the deadline");
-		if (acall_expired(&d->nodes[k].check))
-			node_failed(d, k, "no answer to a status query within the deadline");
-	}
-}
-
-/* Wait until no node call is in flight (each ends by its deadline). */
-static void calls_wait(struct daemon *d)
-{
-	struct pollfd *p = calloc(2 * d->nnodes + 1, sizeof *p);
-
-	if (!p)
-		return;
 	for (;;) {
-		call_deadlines(d);
-		if (!call_fds(d, p))
+		long long next = LLONG_MAX;
+
+		links_timers(d, mono_now(), &next);
+		ps.n = 0;
+		if (pollset_add(&ps, sigfd, PW_SIGNAL) < 0 || !links_pollfds(d, &ps))
 			break;
-		if (poll(p, 2 * d->nnodes, 100) > 0)
-			call_events(d, p);
+		if (poll(ps.p, ps.n, 100) > 0) {
+			if (ps.p[0].revents && on_signal(d, sigfd)) {
+				quit = 1;
+				break;
+			}
+			links_events(d, &ps, 1);
+		}
 	}
-	free(p);
+	free(ps.p);
+	free(ps.who);
+	return quit;
 }
 
 /* --once: reconcile, ask every node for its cards, wait for the
- * answers, make one pass. */
-static void once(struct daemon *d)
+ * answers, make one pass, wait for its launches' answers. */
+static void once(struct daemon *d, int sigfd)
 {
-	calls_wait(d);
-	if (!d->nq)
+	if (calls_wait(d, sigfd) || !d->nq)
 		return;
 	for (size_t k = 0; k < d->nnodes; k++)
 		query_start(d, &d->nodes[k]);
-	calls_wait(d);
+	if (calls_wait(d, sigfd))
+		return;
 	schedule(d);
+	calls_wait(d, sigfd);
 }
 
 static int setup_nodes(struct daemon *d)
@@ -854,42 +601,12 @@ static int setup_nodes(struct daemon *d)
 	return 0;
 }
 
-static int min_timeout(struct daemon *d)
+/* What is due now; the poll timeout until the next thing that is. */
+static int timers(struct daemon *d)
 {
 	long long now = mono_now(), next = LLONG_MAX;
 
-	if (d->dirty && !d->stalled)
-		return 0;
-	if (d->next_reconcile)
-		next = d->next_reconcile;
-	if (d->stalled && d->stall_retry_at < next)
-		next = d->stall_retry_at;
-	if (d->next_poll && d->next_poll < next)
-		next = d->next_poll;
-	for (size_t k = 0; k < d->nnodes; k++) {
-		struct node *n = &d->nodes[k];
-
-		if (n->watch_pending)
-			return 0;
-		if (!d->once && n->watch_pid <= 0 && n->watch_retry_at && n->watch_retry_at < next)
-			next = n->watch_retry_at;
-		if (!n->reachable && n->retry_at && d->nq && n->retry_at < next)
-			next = n->retry_at;
-		if (n->query.pid > 0 && n->query.deadline < next)
-			next = n->query.deadline;
-		if (n->check.pid > 0 && n->check.deadline < next)
-			next = n->check.deadline;
-	}
-	if (next == LLONG_MAX)
-		return -1;
-	return next <= now ? 0 : (int)(next - now > INT_MAX ? INT_MAX : next - now);
-}
-
-static void timers(struct daemon *d)
-{
-	long long now = mono_now();
-
-	call_deadlines(d);
+	links_timers(d, now, &next);
 	if (d->stalled && now >= d->stall_retry_at)
 		stall_retry(d);
 	if (d->next_reconcile && now >= d->next_reconcile)
@@ -903,13 +620,59 @@ static void timers(struct daemon *d)
 	for (size_t k = 0; k < d->nnodes; k++) {
 		struct node *n = &d->nodes[k];
 
-		if (!d->once && n->watch_pid <= 0 && n->watch_retry_at && now >= n->watch_retry_at)
-			watch_start(d, n);
-		if (!n->reachable && n->retry_at && now >= n->retry_at && d->nq)
-			d->dirty = 1;
+		if (!n->reachable && n->retry_at && d->nq) {
+			if (now >= n->retry_at)
+				d->dirty = 1;
+			else if (n->retry_at < next)
+				next = n->retry_at;
+		}
 	}
 	if (d->nr && !d->next_reconcile)
 		d->next_reconcile = now + RECONCILE_MS;
+	if (d->next_reconcile && d->next_reconcile < next)
+		next = d->next_reconcile;
+	if (d->stalled && d->stall_retry_at < next)
+		next = d->stall_retry_at;
+	if (d->next_poll && d->next_poll < next)
+		next = d->next_poll;
+	if (d->dirty && !d->stalled)
+		return 0;
+	if (next == LLONG_MAX)
+		return -1;
+	now = mono_now();
+	return next <= now ? 0 : (int)(next - now > INT_MAX ? INT_MAX : next - now);
+}
+
+static void free_daemon(struct daemon *d)
+{
+	for (size_t k = 0; k < d->nnodes; k++) {
+		struct node *n = &d->nodes[k];
+
+		stream_stop(d, n);
+		acall_free(&n->query);
+		acall_free(&n->check);
+		gpus_free(n->gpus, n->ngpus);
+		free(n->taken);
+		free(n->held);
+		free(n->error);
+		for (size_t e = 0; e < n->nended; e++)
+			free(n->ended[e]);
+		free(n->ended);
+	}
+	free(d->nodes);
+	for (size_t i = 0; i < d->nq; i++)
+		qent_free(d->q[i]);
+	free(d->q);
+	free(d->qhash);
+	for (size_t i = 0; i < d->nr; i++) {
+		acall_free(&d->r[i].call);
+		acall_free(&d->r[i].pause);
+		free(d->r[i].aid);
+		free(d->r[i].cancel);
+	}
+	free(d->r);
+	spool_close(&d->sp);
+	config_free(&d->cfg);
 }
 
 int main(int argc, char **argv)
@@ -923,11 +686,24 @@ int main(int argc, char **argv)
 	};
 	struct daemon d = { 0 };
 	struct index_writer iw = { 0 };        /* SPOOL/queued.idx, for status */
+	struct pollset ps = { 0 };
 	struct cb_err err = { 0 };
 	const char *config = NULL, *pubkey = NULL;
 	sigset_t mask;
-	int c, lockfd, ino, sigfd, wd_new = -1, wd_ctl = -1;
+	int c, ino, sigfd, wd_new = -1, wd_ctl = -1, quit = 0;
 
+	/* Signals first: a SIGTERM at any instant from now on is a clean
+	 * stop (exit 0), never the default action. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0 ||
+	    (sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC)) < 0) {
+		logmsg("signalfd: %s", strerror(errno));
+		return EX_OSERR_;
+	}
+	signal(SIGPIPE, SIG_IGN);
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
@@ -953,20 +729,10 @@ int main(int argc, char **argv)
 	}
 	if (config_load(config, &d.cfg, &err) < 0 || spool_open(&d.sp, d.cfg.spool, 1, &err) < 0)
 		die_err(&err);
-	if ((lockfd = spool_lock_daemon(&d.sp, &err)) < 0)
+	if ((d.lockfd = spool_lock_daemon(&d.sp, &err)) < 0)
 		die_err(&err);
 	if (setup_nodes(&d) < 0) {
 		logmsg("%s", strerror(errno));
-		return EX_OSERR_;
-	}
-	signal(SIGPIPE, SIG_IGN);
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGHUP);
-	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0 ||
-	    (sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC)) < 0) {
-		logmsg("signalfd: %s", strerror(errno));
 		return EX_OSERR_;
 	}
 	/* Watch before scanning, so that nothing falls between the two. */
@@ -985,100 +751,50 @@ int main(int argc, char **argv)
 	scan_dir(&d, SD_CTL);
 	reconcile_all(&d);
 	/* Hear every node about its running attempts before launching. */
-	calls_wait(&d);
+	if (calls_wait(&d, sigfd))
+		goto out;
 	if (d.once) {
-		once(&d);
+		once(&d, sigfd);
 		goto out;
 	}
 	for (size_t k = 0; k < d.nnodes; k++)
-		watch_start(&d, &d.nodes[k]);
+		stream_start(&d, &d.nodes[k]);
 	d.dirty = 1;
-	for (;;) {
-		struct pollfd *p;
-		size_t np = 2;
-		int n, quit = 0;
+	while (!quit) {
+		int n;
 
-		for (size_t k = 0; k < d.nnodes; k++)
-			if (d.nodes[k].watch_pending)
-				watch_process(&d, k);
 		timers(&d);
 		/* Nothing is launched while the spool cannot record it; the
 		 * pass is made when the stall ends. */
 		if (d.dirty && !d.stalled)
 			schedule(&d);
-		if (!(p = calloc(3 * d.nnodes + 2, sizeof *p))) {
+		ps.n = 0;
+		if (pollset_add(&ps, ino, PW_INOTIFY) < 0 || pollset_add(&ps, sigfd, PW_SIGNAL) < 0) {
 			logmsg("%s", strerror(errno));
 			break;
 		}
-		p[0].fd = ino;
-		p[0].events = POLLIN;
-		p[1].fd = sigfd;
-		p[1].events = POLLIN;
-		for (size_t k = 0; k < d.nnodes; k++) {
-			p[np].fd = d.nodes[k].watch_pid > 0 ? d.nodes[k].watch_out : -1;
-			p[np++].events = POLLIN;
-		}
-		call_fds(&d, p + np);
-		np += 2 * d.nnodes;
-		n = poll(p, np, index_tick(&iw, &d.sp, min_timeout(&d)));
+		links_pollfds(&d, &ps);
+		n = poll(ps.p, ps.n, index_tick(&iw, &d.sp, timers(&d)));
 		if (n < 0 && errno != EINTR) {
 			logmsg("poll: %s", strerror(errno));
-			free(p);
 			break;
 		}
-		if (n > 0) {
-			if (p[1].revents) {
-				struct signalfd_siginfo si;
-
-				while (read(sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
-					if (si.ssi_signo == SIGHUP) {
-						scan_dir(&d, SD_NEW);
-						scan_dir(&d, SD_CTL);
-						d.next_reconcile = mono_now();
-					} else {
-						quit = 1;
-					}
-				}
-			}
-			if (p[0].revents)
-				ino_read(&d, ino, wd_new, wd_ctl);
-			for (size_t k = 0; k < d.nnodes; k++)
-				if (p[k + 2].revents && d.nodes[k].watch_pid > 0)
-					watch_read(&d, k);
-			call_events(&d, p + 2 + d.nnodes);
-		}
-		free(p);
-		if (quit)
-			break;
+		if (n <= 0)
+			continue;
+		if (ps.p[1].revents)
+			quit = on_signal(&d, sigfd);
+		if (ps.p[0].revents)
+			ino_read(&d, ino, wd_new, wd_ctl);
+		links_events(&d, &ps, 2);
 	}
 out:
 	index_stop(&iw);
 	logmsg("stopping; running jobs keep running");
-	for (size_t k = 0; k < d.nnodes; k++) {
-		watch_stop(&d.nodes[k]);
-		acall_free(&d.nodes[k].query);
-		acall_free(&d.nodes[k].check);
-		gpus_free(d.nodes[k].gpus, d.nodes[k].ngpus);
-		free(d.nodes[k].taken);
-		free(d.nodes[k].held);
-		free(d.nodes[k].error);
-		sbuf_free(&d.nodes[k].watch_buf);
-		for (size_t e = 0; e < d.nodes[k].nended; e++)
-			free(d.nodes[k].ended[e]);
-		free(d.nodes[k].ended);
-	}
-	free(d.nodes);
-	for (size_t i = 0; i < d.nq; i++)
-		qent_free(d.q[i]);
-	free(d.q);
-	free(d.qhash);
-	for (size_t i = 0; i < d.nr; i++)
-		free(d.r[i].aid);
-	free(d.r);
+	free(ps.p);
+	free(ps.who);
+	close(d.lockfd);
+	free_daemon(&d);
 	close(ino);
 	close(sigfd);
-	close(lockfd);
-	spool_close(&d.sp);
-	config_free(&d.cfg);
 	return 0;
 }

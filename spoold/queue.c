@@ -218,15 +218,18 @@ int r_add(struct daemon *d, long long id, const char *aid, size_t node, int laun
 	e->id = id;
 	e->node = node;
 	e->launching = launching;
+	e->asked = 0;
+	e->asked_at = 0;
+	memset(&e->call, 0, sizeof e->call);
+	memset(&e->pause, 0, sizeof e->pause);
 	e->cancel = NULL;
 	d->nr++;
 	return 0;
 }
 
+/* E leaves the table (its calls are the caller's: jobs.c attempt_over). */
 void r_remove(struct daemon *d, struct rent *e)
 {
-	if (e->cancel)
-		cancel_after_attempt(d, e->id, e->cancel);
 	free(e->cancel);
 	free(e->aid);
 	*e = d->r[--d->nr];

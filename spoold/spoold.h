@@ -5,6 +5,7 @@
 #ifndef CARDBATON_SPOOLD_H
 #define CARDBATON_SPOOLD_H
 
+#include <poll.h>
 #include <sys/types.h>
 
 #include "spool.h"
@@ -16,10 +17,20 @@
 #define BACKOFF_MAX_MS 60000
 #define STALL_RETRY_MS 1000     /* spool not writable (full, read-only): probe again */
 
+/* Stream timers (ms), stream.c. */
+#define STREAM_CONNECT_MS (NODE_QUERY_MS + 4 * NODE_CALL_MS)  /* install + start */
+#define STREAM_BACKOFF_MIN_MS 1000
+#define STREAM_STABLE_MS 10000  /* ready this long: its back-off starts over */
+
 struct acall {
 	pid_t pid;                      /* 0: none in flight */
-	int fd;
-	struct sbuf buf;
+	int fd;                         /* its standard output */
+	int in;                         /* its standard input while not all written, or -1 */
+	int efd;                        /* its standard error */
+	struct sbuf buf;                /* what it said */
+	struct sbuf ebuf;               /* ... on its standard error */
+	struct sbuf wbuf;               /* what it is given */
+	size_t woff;
 	long long deadline;             /* mono ms */
 };
 
@@ -43,14 +54,19 @@ struct node {
 	/* calls in flight, read by the main loop (acall.c) */
 	struct acall query;             /* cardbaton-worker gpus */
 	struct acall check;             /* cardbaton-worker status ID... */
-	/* the live event stream (cardbaton-worker watch) */
-	pid_t watch_pid;
-	int watch_in, watch_out;
-	struct sbuf watch_buf;
-	long long watch_retry_at;
-	int watch_launch;               /* it takes launch requests */
-	int watch_busy;                 /* its records are being applied */
-	int watch_pending;              /* records wait in watch_buf */
+	/* the live event stream (cardbaton-worker watch), stream.c */
+	pid_t watch_pid;                /* 0: down */
+	int watch_in, watch_out;        /* non-blocking */
+	struct sbuf watch_buf;          /* read, not yet whole records */
+	struct sbuf watch_wq;           /* requests not yet written */
+	size_t watch_woff;
+	int watch_ready;                /* its `ready` came */
+	int watch_launch;               /* ... saying it takes launch requests */
+	int watch_failed;               /* an `error` came before `ready` */
+	long long watch_since;          /* mono ms of `ready` */
+	long long watch_deadline;       /* for `ready` */
+	long long watch_retry_at;       /* down: start again then (0: not) */
+	long long watch_backoff;
 };
 
 /* A queued job, as much as scheduling needs. */
@@ -70,6 +86,10 @@ struct rent {
 	char *aid;                      /* its current attempt */
 	size_t node;                    /* index into d->nodes */
 	int launching;                  /* launch not yet confirmed */
+	int asked;                      /* a launch request on the stream, unanswered */
+	long long asked_at;             /* mono ms */
+	struct acall call;              /* the launch, when no stream takes it */
+	struct acall pause;             /* cardbaton-worker pause AID */
 	char *cancel;                   /* its cancel request in ctl/, kept (and
 					   sent again) until the attempt ends */
 };
@@ -86,6 +106,7 @@ struct daemon {
 	struct rent *r;
 	size_t nr, capr;
 	int once;
+	int lockfd;                     /* SPOOL/lock, held */
 	int dirty;                      /* a scheduling pass is due */
 	long long next_reconcile, next_poll;    /* mono ms, 0 = none */
 	/* The spool could not be written for a temporary reason (full
@@ -125,6 +146,9 @@ void cancel_after_attempt(struct daemon *d, long long id, const char *req);
  * becomes "waiting: WHY" (written only when it changes). */
 void note_waiting(struct daemon *d, struct qent *e, const char *why);
 int launch(struct daemon *d, struct qent *e, size_t node, const int *gpus, size_t ngpus);
+/* The node's answer to E's launch (a stream reply, or the worker's exit). */
+int launch_answered(struct daemon *d, struct rent *e, struct node_reply *rep);
+void pause_answered(struct daemon *d, struct rent *e, int status);
 int apply_attempt(struct daemon *d, struct rent *e, const struct wire_rec *w);
 int reconcile_node(struct daemon *d, size_t node);
 void reconcile_done(struct daemon *d, size_t node, int status);
@@ -137,18 +161,53 @@ void write_ok(struct daemon *d);
 int schedule(struct daemon *d);
 void query_start(struct daemon *d, struct node *n);
 void query_done(struct daemon *d, struct node *n, int status);
-/* Launch through N's event stream: 1 with REP, 0 when the stream
- * cannot take it (run the worker instead), -1 when no answer came
- * (said in the log; the stream is restarted).  main.c. */
-int watch_call(struct daemon *d, struct node *n, const char *spec, size_t len,
-	       struct node_reply *rep);
 void cards_freed(struct daemon *d, struct node *n, const char *aid);
 /* The UUID of card INDEX in N's snapshot, or NULL. */
 const char *card_uuid(const struct node *n, int index);
 
-/* acall.c */
+/* stream.c: the node's event stream (the design is at its top) */
+void stream_start(struct daemon *d, struct node *n);
+void stream_stop(struct daemon *d, struct node *n);
+/* Send `request OP` + the record REC; -1 when N's stream cannot take
+ * it now (then run the worker instead). */
+int stream_send(struct daemon *d, struct node *n, const char *op, const char *rec, size_t len);
+/* N's pipes to poll into P (at most 2); then stream_events for node K. */
+size_t stream_pollfd(const struct node *n, struct pollfd *p);
+void stream_events(struct daemon *d, size_t k);
+/* Start streams due, stop those past a deadline; *NEXT: the next due. */
+void stream_timers(struct daemon *d, long long now, long long *next);
+
+/* acall.c: node calls in flight, and every link's descriptors for the
+ * main loop's poll (a pollwho says whose each one is). */
+enum { PW_INOTIFY, PW_SIGNAL, PW_STREAM, PW_QUERY, PW_CHECK, PW_LAUNCH, PW_PAUSE };
+struct pollwho {
+	int kind;
+	size_t node;
+	long long job;                  /* PW_LAUNCH, PW_PAUSE: looked up again */
+};
+struct pollset {
+	struct pollfd *p;
+	struct pollwho *who;
+	size_t n, cap;
+};
+int pollset_add(struct pollset *ps, int fd, int kind);
+/* Append every link's descriptors; returns how many calls are in
+ * flight (the event streams not counted). */
+size_t links_pollfds(struct daemon *d, struct pollset *ps);
+/* Hand what poll found in PS (from index FROM on) to the handlers. */
+void links_events(struct daemon *d, const struct pollset *ps, size_t from);
+/* Kill the calls past their deadline, start and stop streams that are
+ * due; *NEXT: the earliest deadline left. */
+void links_timers(struct daemon *d, long long now, long long *next);
+#define ACALL_ERR_MAX 65536
+pid_t child_start(int *in, int *out, int *errfd, void (*body)(void *), void *arg);
 int acall_start(struct daemon *d, struct node *n, struct acall *a,
 		const char *const *args, int timeout_ms);
+/* The same, given INPUT[0..LEN) on its standard input. */
+int acall_start_input(struct daemon *d, struct node *n, struct acall *a,
+		      const char *const *args, const char *input, size_t len, int timeout_ms);
+/* A's pipes to poll into P (at most 3). */
+size_t acall_pollfd(const struct acall *a, struct pollfd *p);
 int acall_read(struct acall *a, int *status);   /* 1 when it has ended */
 int acall_expired(struct acall *a);             /* 1: killed at its deadline */
 void acall_stop(struct acall *a);

@@ -191,16 +191,21 @@ static int watch_request(struct wk_state *st, int ifd, struct wire_rec *req)
 	}
 	w.spec.f = req->f + 1;
 	w.spec.n = w.spec.cap = req->n - 1;
+	/* The reply names the attempt it answers (the spec's own field). */
+	if (wire_add(&out, "reply", "launch") < 0 ||
+	    (wire_get(&w.spec, "attempt") && wire_add(&out, "attempt", wire_get(&w.spec, "attempt")) < 0)) {
+		wire_free(&out);
+		return -1;
+	}
 	fflush(NULL);
 	if (wk_run_child(watch_launch_child, &w, wk_mono_ms() + WATCH_LAUNCH_MS, 1u << 20, &c, &err) < 0) {
-		rc = wire_add(&out, "reply", "launch") < 0 || wire_add(&out, "exit", "71") < 0 ||
+		rc = wire_add(&out, "exit", "71") < 0 ||
 		     wire_add(&out, "error", err ? err : "out of memory") < 0 || wk_print(&out) < 0;
 		free(err);
 		wire_free(&out);
 		return rc ? -1 : 0;
 	}
-	rc = wire_add(&out, "reply", "launch") < 0 ||
-	     (WIFEXITED(c.status) && !c.timed_out && !c.overflow && !c.broken ?
+	rc = (WIFEXITED(c.status) && !c.timed_out && !c.overflow && !c.broken ?
 	      wk_set_ll(&out, "exit", WEXITSTATUS(c.status)) :
 	      wire_add(&out, "failed", c.timed_out ? "timed out" : c.overflow ? "too much output" :
 			   WIFSIGNALED(c.status) ? wk_signame(WTERMSIG(c.status)) : "broken")) < 0 ||
