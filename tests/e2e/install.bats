@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # install.bats - `make install` / `make uninstall` (every tool, the worker
 # for nodes, the man pages, the bash completion, the examples), the
-# completion itself, and the README's quick start as written.
+# completion itself, the README's quick start as written, and that every
+# "SPEC §N" in the sources and docs names a section of doc/SPEC.md.
 
 load ../lib/common
 
@@ -182,4 +183,101 @@ PY
 	# The spool is the embedded default's.
 	[ -d "$XDG_STATE_HOME/cardbaton/spool/done" ]
 	[ ! -e "$T/qs/spool" ]
+}
+
+# spec_refs TOP: every "SPEC §N" (also "SPEC section N", "SPEC §2, §5",
+# "SPEC sections 8-10", "doc/SPEC.md §N", and a comment broken after
+# "SPEC") in TOP's sources and docs (*.c *.h *.md *.bats *.bash *.py
+# *.sh *.yaml, man/*, completion/*: the files git knows of, or all of
+# TOP's when it is not a git checkout; not the fuzz corpora, which are
+# data) must name a "## N." section of TOP/doc/SPEC.md.  Prints
+# "refs N" and, for each that does not, "FILE:LINE: SPEC §N"; fails
+# then.
+spec_refs() {
+	python3 - "$1" <<'PY'
+import os, re, subprocess, sys
+top = sys.argv[1]
+with open(os.path.join(top, "doc/SPEC.md"), encoding="utf-8") as f:
+    have = {int(n) for n in re.findall(r"^## (\d+)\. ", f.read(), re.M)}
+try:
+    files = subprocess.run(["git", "-C", top, "ls-files", "-z", "--cached", "--others",
+                            "--exclude-standard"], capture_output=True, check=True
+                           ).stdout.decode().split("\0")
+except (OSError, subprocess.CalledProcessError):
+    files = []
+    for d, ds, fs in os.walk(top):
+        ds[:] = [x for x in ds if x != ".git" and not x.startswith("build")]
+        files += [os.path.relpath(os.path.join(d, x), top) for x in fs]
+kinds = (".c", ".h", ".md", ".bats", ".bash", ".py", ".sh", ".yaml")
+ref = re.compile(r"\bSPEC(?:\.md)?(?:[ \t]*\n[ \t]*(?:\*|#|//)?)?[ \t]*(?:§§?|sections?[ \t]+)[ \t]*"
+                 r"(\d+(?:[ \t]*(?:,|-|–|and|to)[ \t]*§?[ \t]*\d+)*)")
+count, bad = 0, []
+for name in sorted(files):
+    if not name or name.startswith("tests/fuzz/corpus/") or not (
+            name.endswith(kinds) or name.startswith(("man/", "completion/"))):
+        continue
+    try:
+        with open(os.path.join(top, name), encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError):
+        continue
+    for m in ref.finditer(text):
+        nums, prev, sep = [], None, None
+        for tok in re.findall(r"\d+|-|–|to", m.group(1)):
+            if not tok.isdigit():
+                sep = tok
+                continue
+            n = int(tok)
+            nums += range(prev + 1, n + 1) if sep and prev is not None and prev < n else [n]
+            prev, sep = n, None
+        line = text.count("\n", 0, m.start()) + 1
+        for n in nums:
+            count += 1
+            if n not in have:
+                bad.append(f"{name}:{line}: SPEC §{n}")
+print("refs", count)
+for b in bad:
+    print(b)
+sys.exit(1 if bad or not count else 0)
+PY
+}
+
+@test "every SPEC §N in the sources and docs names a section of doc/SPEC.md" {
+	# doc/SPEC.md has sections 1 to 11, each once, in order.
+	[ "$(grep -E '^## [0-9]+\. ' "$CB_TOP/doc/SPEC.md" | sed -E 's/^## ([0-9]+)\..*/\1/' | tr '\n' ' ')" = "1 2 3 4 5 6 7 8 9 10 11 " ]
+	run spec_refs "$CB_TOP"
+	[ "$status" -eq 0 ] || { echo "$output"; false; }
+	[[ ${lines[0]} == "refs "* ]] && [ "${lines[0]#refs }" -ge 20 ]
+
+	# The check itself: a tree (not a git checkout) with references to
+	# sections that do not exist, in each form, is refused, each named.
+	# ($S, so that this file holds no such reference itself.)
+	local S=SP""EC
+	mkdir -p "$T/tree/doc" "$T/tree/src" "$T/tree/man" "$T/tree/tests/fuzz/corpus/x" "$T/tree/build"
+	cp "$CB_TOP/doc/SPEC.md" "$T/tree/doc/"
+	printf '/*\n * a.c - fine (%s §9; %s section 4; %s\n * section 11).\n */\n' "$S" "$S" "$S" > "$T/tree/src/a.c"
+	printf '/* %s §12 */\n' "$S" > "$T/tree/src/b.h"
+	printf 'x\n# the contract (%s\n# section 0)\n' "$S" > "$T/tree/src/c.sh"
+	printf 'see %s §2, §14 and doc/%s.md section 3\n' "$S" "$S" > "$T/tree/src/d.md"
+	printf '.\\" %s sections 10-13\n' "$S" > "$T/tree/man/e.1"
+	printf '%s §99\n' "$S" > "$T/tree/tests/fuzz/corpus/x/seed.yaml"   # data: not read
+	printf '%s §98\n' "$S" > "$T/tree/build/f.c"                       # a build: not read
+	run spec_refs "$T/tree"
+	[ "$status" -eq 1 ]
+	[ "${lines[0]}" = "refs 12" ] || { echo "$output"; false; }
+	[ "${#lines[@]}" -eq 6 ] || { echo "$output"; false; }
+	[[ $output == *"src/b.h:1: $S §12"* ]]
+	[[ $output == *"src/c.sh:2: $S §0"* ]]
+	[[ $output == *"src/d.md:1: $S §14"* ]]
+	[[ $output == *"man/e.1:1: $S §12"* ]] && [[ $output == *"man/e.1:1: $S §13"* ]]
+	[[ $output != *"§99"* ]] && [[ $output != *"§98"* ]]
+	# With the references fixed, the same tree passes ...
+	sed -i 's/§12/§1/; s/§14/§4/; s/section 0/section 8/; s/10-13/10-11/' \
+		"$T/tree/src/b.h" "$T/tree/src/c.sh" "$T/tree/src/d.md" "$T/tree/man/e.1"
+	run spec_refs "$T/tree"
+	[ "$status" -eq 0 ] || { echo "$output"; false; }
+	# ... and the sections are those of doc/SPEC.md: without its §11,
+	# a.c's "SPEC section 11" (and e.1's) no longer resolves.
+	sed -i 's/^## 11\. /## Eleven. /' "$T/tree/doc/SPEC.md"
+	not spec_refs "$T/tree" >/dev/null
 }
