@@ -104,32 +104,49 @@ out:
 	return pid;
 }
 
-static void exec_body(void *arg)
-{
-	char **argv = arg;
+/* What a call's child runs: the worker through NODE's argv ARGV,
+ * first making sure it is installed there (ENSURE: the node's worker
+ * has not been seen running yet -- `run --once`, or a call before the
+ * node's stream was ready).  A failure to install is an `error` record
+ * on its standard output, as the stream's connecting child says it. */
+struct call_body {
+	const struct config *cfg;
+	const struct node_conf *nc;
+	char **argv;
+	int ensure;
+};
 
-	execvp(argv[0], argv);
-	dprintf(2, "%s: %s\n", argv[0], strerror(errno));
+static void call_child(void *arg)
+{
+	const struct call_body *b = arg;
+	struct cb_err err = { 0 };
+
+	if (b->ensure && node_ensure_worker(b->cfg, b->nc, &err) < 0) {
+		say_error(err.msg ? err.msg : "cannot install the worker");
+		_exit(EX_UNAVAILABLE_);
+	}
+	execvp(b->argv[0], b->argv);
+	dprintf(2, "%s: %s\n", b->argv[0], strerror(errno));
 	_exit(127);
 }
 
 int acall_start_input(struct daemon *d, struct node *n, struct acall *a,
 		      const char *const *args, const char *input, size_t len, int timeout_ms)
 {
-	char **argv;
+	struct call_body b = { &d->cfg, n->conf, NULL, !n->worker_seen };
 
 	if (a->pid > 0)
 		return 0;
-	if (!(argv = node_argv(&d->cfg, n->conf, args)) ||
-	    (a->pid = child_start(&a->in, &a->fd, &a->efd, exec_body, argv)) < 0) {
+	if (!(b.argv = node_argv(&d->cfg, n->conf, args)) ||
+	    (a->pid = child_start(&a->in, &a->fd, &a->efd, call_child, &b)) < 0) {
 		a->pid = 0;
-		argv_free(argv);
+		argv_free(b.argv);
 		node_failed(d, (size_t)(n - d->nodes), strerror(errno));
 		return -1;
 	}
-	argv_free(argv);
+	argv_free(b.argv);
 	a->buf.len = a->ebuf.len = a->woff = a->wbuf.len = 0;
-	a->deadline = mono_now() + timeout_ms;
+	a->deadline = mono_now() + timeout_ms + (b.ensure ? INSTALL_MS : 0);
 	if (sbuf_add(&a->wbuf, input, len) < 0)
 		close_in(a);    /* no memory: it sees no input, and says so */
 	acall_write(a);

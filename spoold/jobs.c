@@ -965,6 +965,7 @@ void node_ok(struct daemon *d, size_t node)
 	if (!n->reachable)
 		logmsg("node %s reachable", n->conf->name);
 	n->reachable = 1;
+	n->worker_seen = 1;     /* whatever answered was the worker */
 	free(n->error);
 	n->error = NULL;
 	n->backoff = 0;

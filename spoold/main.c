@@ -751,8 +751,8 @@ int main(int argc, char **argv)
 	scan_dir(&d, SD_CTL);
 	reconcile_all(&d);
 	/* Hear every node about its running attempts before launching. */
-	if (calls_wait(&d, sigfd))
-		goto out;
+	if (calls_wait(&d, sigfd) || on_signal(&d, sigfd))
+		goto out;       /* stopped during start-up: nothing started */
 	if (d.once) {
 		once(&d, sigfd);
 		goto out;

@@ -18,7 +18,8 @@
 #define STALL_RETRY_MS 1000     /* spool not writable (full, read-only): probe again */
 
 /* Stream timers (ms), stream.c. */
-#define STREAM_CONNECT_MS (NODE_QUERY_MS + 4 * NODE_CALL_MS)  /* install + start */
+#define INSTALL_MS (NODE_QUERY_MS + 4 * NODE_CALL_MS)  /* node_ensure_worker, at most */
+#define STREAM_CONNECT_MS (INSTALL_MS + NODE_QUERY_MS)  /* install + start */
 #define STREAM_BACKOFF_MIN_MS 1000
 #define STREAM_STABLE_MS 10000  /* ready this long: its back-off starts over */
 
@@ -44,6 +45,7 @@ struct node {
 	char **ended;                   /* attempts that ended while it was asked */
 	size_t nended;
 	int reachable;
+	int worker_seen;                /* it has run here (a stream, a call): installed */
 	int recorded;                   /* nodes/NAME.json written since start */
 	char *error;                    /* why it is unreachable */
 	long long retry_at;             /* mono ms; back-off while unreachable */
@@ -167,6 +169,7 @@ const char *card_uuid(const struct node *n, int index);
 
 /* stream.c: the node's event stream (the design is at its top) */
 void stream_start(struct daemon *d, struct node *n);
+void say_error(const char *msg);
 void stream_stop(struct daemon *d, struct node *n);
 /* Send `request OP` + the record REC; -1 when N's stream cannot take
  * it now (then run the worker instead). */

@@ -43,8 +43,9 @@ struct connect {
 	const struct node_conf *nc;
 };
 
-/* One error record on standard output, the connecting child's last word. */
-static void say_error(const char *msg)
+/* One error record on standard output: a child's last word when it
+ * could not install the worker or start it. */
+void say_error(const char *msg)
 {
 	struct wire_rec w = { 0 };
 	char *text = NULL;
@@ -95,8 +96,9 @@ void stream_start(struct daemon *d, struct node *n)
 /* Stop N's stream; it is started again after its back-off (FAILED) or
  * at once.  Launches it was asked for and did not answer stay
  * `launching`: the reconcile its next `ready` brings sends them again. */
-static void stream_down(struct daemon *d, struct node *n, int failed)
+static void stream_down(struct daemon *d, struct node *n, const char *why)
 {
+	int failed = why != NULL;
 	long long now = mono_now();
 	size_t k = (size_t)(n - d->nodes);
 
@@ -116,6 +118,9 @@ static void stream_down(struct daemon *d, struct node *n, int failed)
 	if (n->watch_backoff > BACKOFF_MAX_MS)
 		n->watch_backoff = BACKOFF_MAX_MS;
 	n->watch_retry_at = now + (failed ? n->watch_backoff : 0);
+	if (failed)
+		logmsg("node %s: %s; restarting the event stream in %lld s", n->conf->name, why,
+		       (n->watch_backoff + 999) / 1000);
 	n->watch_ready = n->watch_launch = 0;
 	for (size_t i = 0; i < d->nr; i++)
 		if (d->r[i].node == k)
@@ -125,7 +130,7 @@ static void stream_down(struct daemon *d, struct node *n, int failed)
 
 void stream_stop(struct daemon *d, struct node *n)
 {
-	stream_down(d, n, 0);
+	stream_down(d, n, NULL);
 	n->watch_retry_at = 0;
 	sbuf_free(&n->watch_buf);
 	sbuf_free(&n->watch_wq);
@@ -206,9 +211,11 @@ static void stream_process(struct daemon *d, size_t k)
 			break;
 		}
 		if (used < 0) {
-			logmsg("node %s: event stream: %s; restarting it", n->conf->name, why);
+			char *msg = xasprintf("event stream: %s", why);
+
 			wire_free(&w);
-			stream_down(d, n, 1);
+			stream_down(d, n, msg ? msg : "event stream: not records");
+			free(msg);
 			return;
 		}
 		off += (size_t)used;
@@ -222,7 +229,7 @@ static void stream_process(struct daemon *d, size_t k)
 			/* Events from now on are seen (or some were lost): catch
 			 * up by asking about every attempt. */
 			if (wire_get(&w, "ready")) {
-				n->watch_ready = 1;
+				n->watch_ready = n->worker_seen = 1;
 				n->watch_since = mono_now();
 				n->watch_launch = (rq = wire_get(&w, "requests")) && !strcmp(rq, "launch");
 				node_ok(d, k);
@@ -252,9 +259,7 @@ static void stream_write(struct daemon *d, struct node *n)
 		} else if (w < 0 && errno == EAGAIN) {
 			return;
 		} else {
-			logmsg("node %s: cannot write to the event stream; restarting it",
-			       n->conf->name);
-			stream_down(d, n, 1);
+			stream_down(d, n, "cannot write to the event stream");
 			return;
 		}
 	}
@@ -302,10 +307,9 @@ void stream_events(struct daemon *d, size_t k)
 			stream_process(d, k);
 		return;
 	}
-	if (n->watch_ready || !n->watch_failed)
-		logmsg("node %s: event stream ended%s; restarting it", n->conf->name,
-		       n->watch_ready ? "" : " before it was ready");
-	stream_down(d, n, 1);
+	stream_down(d, n, n->watch_ready ? "event stream ended" :
+		    n->watch_failed ? "cannot start the event stream" :
+		    "event stream ended before it was ready");
 }
 
 void stream_timers(struct daemon *d, long long now, long long *next)
@@ -322,7 +326,7 @@ void stream_timers(struct daemon *d, long long now, long long *next)
 		}
 		if (!n->watch_ready && now >= n->watch_deadline) {
 			node_failed(d, k, "the event stream was not ready within the deadline");
-			stream_down(d, n, 1);
+			stream_down(d, n, "not ready within the deadline");
 		} else if (!n->watch_ready && n->watch_deadline < *next) {
 			*next = n->watch_deadline;
 		}
@@ -334,10 +338,8 @@ void stream_timers(struct daemon *d, long long now, long long *next)
 		if (!e->asked)
 			continue;
 		if (now - e->asked_at >= NODE_CALL_MS) {
-			logmsg("node %s: launch of job %lld: no answer on the event stream; "
-			       "restarting it", n->conf->name, e->id);
 			node_failed(d, e->node, "launch: no answer on the event stream");
-			stream_down(d, n, 1);
+			stream_down(d, n, "a launch got no answer on the event stream");
 		} else if (e->asked_at + NODE_CALL_MS < *next) {
 			*next = e->asked_at + NODE_CALL_MS;
 		}

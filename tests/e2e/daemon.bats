@@ -472,3 +472,59 @@ after_a_poll() {
 	wait_for 10 final "$id"
 	[ "$(state "$id")" = cancelled ]
 }
+
+# A node whose ssh never connects (a host that drops packets): its
+# ProxyCommand sleeps.  Its probe and query fail only at their 15 s
+# deadlines, which nobody else may wait for.
+dead_node() {
+	printf 'Host dead\n  ProxyCommand sleep 3598.%s\n' "$$" > "$T/ssh_config"
+	printf '  dead:\n    ssh: dead\nssh_command: [ssh, -F, %s]\n' "$T/ssh_config" >> "$C"
+}
+
+@test "a node that never answers holds up no other: local jobs run before it is even declared unreachable" {
+	dead_node
+	start_daemon
+	for i in 1 2 3 4 5; do
+		id=$(sub --gpu-count 1 -- true)
+		wait_for 10 final "$id"
+		[ "$(state "$id")" = succeeded ]
+	done
+	# All five went through one card, one after another, while the dead
+	# node's first contact was still waiting for its deadline.
+	not grep -q "node dead unreachable" "$T/daemon.log"
+	wait_for 40 'grep -q "node dead unreachable" "$T/daemon.log"'
+	id=$(sub --gpu-count 1 -- true)
+	wait_for 10 final "$id"
+	[ "$(state "$id")" = succeeded ]
+	pkill -f "sleep 3598.$$" || true
+}
+
+@test "a node whose state directory is broken gets its event stream restarted with back-off" {
+	mkdir -p "$STATE"
+	: > "$STATE/attempts"       # a file where its directory belongs
+	start_daemon
+	# 1 s, 2 s, 4 s: a second each time would stay at "in 1 s".
+	wait_for 20 'grep -q "node local: .*restarting the event stream in 4 s" "$T/daemon.log"'
+	grep -q "node local: .*restarting the event stream in 2 s" "$T/daemon.log"
+	[ "$(grep -c "restarting the event stream in 1 s" "$T/daemon.log")" -eq 1 ]
+	# Repaired, the stream comes up and jobs run.
+	rm "$STATE/attempts"
+	id=$(sub --gpu-count 1 -- true)
+	wait_for 20 final "$id"
+	[ "$(state "$id")" = succeeded ]
+}
+
+@test "SIGTERM in the daemon's first instant is a clean stop (exit 0), not a death by signal" {
+	for i in 1 2 3 4 5 6 7 8 9 10; do
+		rm -rf "$T/spool"
+		cardbaton-spoold --config "$C" 2>>"$T/early.log" &
+		pid=$!
+		# As soon as its libraries are mapped: before main() has read
+		# its config or opened the spool.
+		until grep -qs libc.so "/proc/$pid/maps"; do :; done
+		kill -TERM "$pid"
+		rc=0
+		wait "$pid" || rc=$?
+		[ "$rc" -eq 0 ] || { echo "try $i: exit $rc"; false; }
+	done
+}
