@@ -51,6 +51,7 @@ struct node {
 	int watch_launch;               /* it takes launch requests */
 	int watch_busy;                 /* its records are being applied */
 	int watch_pending;              /* records wait in watch_buf */
+	int known;                      /* a GPU query has answered: gpus is its picture */
 };
 
 /* A queued job, as much as scheduling needs. */
