@@ -116,9 +116,13 @@ $(B)/tests/fake-nvml-old/libnvidia-ml.so.1: tests/fake-nvml/fake-nvml.c
 # A unit test may #include a worker source (it is libc only).
 $(B)/tests/unit/test_ckjson.o: worker/json.c worker/json.h
 
+# A unit test may link an object of its own beside the library: the
+# daemon's planner (spoold/plan.c) is a pure function.
+$(B)/tests/test_plan: $(B)/spoold/plan.o
+
 $(B)/tests/%: $(B)/tests/unit/%.o $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIB) $(PKG_LIBS)
 
 # ---- tests ---------------------------------------------------------------
 

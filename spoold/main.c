@@ -652,8 +652,6 @@ static void free_daemon(struct daemon *d)
 		acall_free(&n->query);
 		acall_free(&n->check);
 		gpus_free(n->gpus, n->ngpus);
-		free(n->taken);
-		free(n->held);
 		free(n->error);
 		for (size_t e = 0; e < n->nended; e++)
 			free(n->ended[e]);

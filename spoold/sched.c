@@ -1,23 +1,16 @@
 /*
- * sched.c - one scheduling pass (SPEC §7; the rule is in AGENTS.md).
+ * sched.c - one scheduling pass (SPEC §7; the rule is in AGENTS.md),
+ * and the card snapshots it is made on.
  *
- * Jobs are taken in dispatch order (priority, then FIFO).  Each is
- * placed on the first node, in config order, that can take it now:
- *
- *   - pinned indices: all of them eligible, idle and not taken;
- *   - gpu_count K: the K lowest-numbered eligible idle cards;
- *   - a CPU job (K = 0): any reachable node.
- *
- * A job that cannot be placed does not stop the pass: later jobs may
- * use cards it cannot (no head-of-line blocking).  But once it has
- * waited reserve_after_seconds since it was queued, it *holds* what it
- * waits for: its pinned cards, or, for a count, the node with the most
- * free cards among those it may use; no later job is placed on held
- * cards, so they accumulate until it fits (no starvation).
+ * What goes where is plan() (plan.c), a pure function of the queue,
+ * the snapshots and the clock; schedule() builds its input from the
+ * daemon and acts on its answer: launches, reasons, the next re-read
+ * of the cards.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan.h"
 #include "spoold.h"
 
 /*
@@ -36,17 +29,9 @@ void query_start(struct daemon *d, struct node *n)
 	acall_start(d, n, &n->query, args, NODE_QUERY_MS);
 }
 
-static long slot_of(const struct node *n, int index)
-{
-	for (size_t i = 0; i < n->ngpus; i++)
-		if (n->gpus[i].index == index)
-			return (long)i;
-	return -1;
-}
-
 const char *card_uuid(const struct node *n, int index)
 {
-	long s = slot_of(n, index);
+	long s = plan_slot(n->gpus, n->ngpus, index);
 
 	return s < 0 ? NULL : n->gpus[s].uuid;
 }
@@ -67,8 +52,6 @@ static void lease_ended(struct node *n, size_t i)
 	g->lease = NULL;
 	g->procs = 0;
 	g->mem_used = 0;
-	if (n->taken)
-		n->taken[i] = 0;
 }
 
 /* Every card of N's snapshot that AID held is free. */
@@ -141,14 +124,9 @@ void query_done(struct daemon *d, struct node *n, int status)
 		return;
 	}
 	gpus_free(n->gpus, n->ngpus);
-	free(n->taken);
-	free(n->held);
 	n->gpus = g;
 	n->ngpus = k;
-	n->taken = calloc(k + 1, 1);
-	n->held = calloc(k + 1, 1);
-	if (!n->taken || !n->held)
-		return;
+	n->known = 1;
 	/* Attempts that ended while it was asked: their cards are free. */
 	for (size_t e = 0; e < n->nended; e++)
 		leases_ended(n, n->ended[e]);
@@ -157,166 +135,62 @@ void query_done(struct daemon *d, struct node *n, int status)
 	d->dirty = 1;
 }
 
-/* May jobs be placed on N's snapshot now?  When it was just read, or
- * in the pass right after the node said that an attempt ended (if it
- * has been read at all). */
-static int usable(const struct node *n)
+/* The plan's input: the queue in dispatch order and the nodes as they
+ * are now, in JOBS[d->nq] and NODES[d->nnodes]. */
+static struct plan_in plan_input(const struct daemon *d, struct plan_job *jobs,
+				 struct plan_node *nodes)
 {
-	return n->taken && n->held && (n->fresh || n->handoff);
-}
+	for (size_t i = 0; i < d->nq; i++) {
+		const struct qent *e = d->q[i];
 
-static int free_slot(const struct node *n, size_t i)
-{
-	return gpu_eligible(n->conf, n->gpus[i].index) && gpu_idle(&n->gpus[i], n->conf->idle_mib) &&
-	       !n->taken[i] && !n->held[i];
-}
-
-/* Cards for E on N, written to OUT (indices); 1 when it fits. */
-static int fits(const struct node *n, const struct qent *e, int *out)
-{
-	size_t got = 0;
-
-	if (e->ngpus) {
-		for (size_t i = 0; i < e->ngpus; i++) {
-			long s = slot_of(n, e->gpus[i]);
-
-			if (s < 0 || !free_slot(n, (size_t)s))
-				return 0;
-			out[i] = e->gpus[i];
-		}
-		return 1;
-	}
-	for (size_t i = 0; i < n->ngpus && got < (size_t)e->need; i++)
-		if (free_slot(n, i))
-			out[got++] = n->gpus[i].index;
-	return got == (size_t)e->need;
-}
-
-static int may_use(const struct qent *e, const struct node *n)
-{
-	return !e->node || !strcmp(e->node, n->conf->name);
-}
-
-/* E waits too long: hold what it waits for (see the top of the file). */
-static void hold(struct daemon *d, const struct qent *e)
-{
-	struct node *best = NULL;
-	size_t best_free = 0;
-
-	for (size_t k = 0; k < d->nnodes; k++) {
-		struct node *n = &d->nodes[k];
-		size_t nfree = 0;
-
-		if (!may_use(e, n) || !usable(n))
-			continue;
-		if (e->ngpus) {
-			for (size_t i = 0; i < e->ngpus; i++) {
-				long s = slot_of(n, e->gpus[i]);
-
-				if (s >= 0)
-					n->held[s] = 1;
-			}
-			continue;
-		}
-		for (size_t i = 0; i < n->ngpus; i++)
-			nfree += free_slot(n, i);
-		if (!best || nfree > best_free) {
-			best = n;
-			best_free = nfree;
-		}
-	}
-	if (best)
-		memset(best->held, 1, best->ngpus);
-}
-
-/* "0-3,6" for the indices of N's cards (in N's order) onto B. */
-static int add_indices(struct sbuf *b, const struct node *n)
-{
-	for (size_t i = 0; i < n->ngpus; i++) {
-		size_t j = i;
-
-		while (j + 1 < n->ngpus && n->gpus[j + 1].index == n->gpus[j].index + 1)
-			j++;
-		if (sbuf_addf(b, i ? ",%d" : "%d", n->gpus[i].index) < 0 ||
-		    (j > i && sbuf_addf(b, "-%d", n->gpus[j].index) < 0))
-			return -1;
-		i = j;
-	}
-	return n->ngpus ? 0 : sbuf_addf(b, "none");
-}
-
-/*
- * Why E can never be placed on the cards that the nodes it may use
- * have (hostile or mistaken input: a pinned index, or more cards,
- * than any of them has), e.g. "no node has GPU 7 (local has 0-3)";
- * NULL when it may fit some day, or while a node it may use has not
- * answered a GPU query yet.  malloc'd.
- */
-static char *never_fits(const struct daemon *d, const struct qent *e)
-{
-	struct sbuf b = { 0 };
-	int missing = -1, first = 1;
-	long long most = 0;
-
-	for (size_t k = 0; k < d->nnodes; k++) {
-		const struct node *n = &d->nodes[k];
-
-		if (may_use(e, n) && (!n->reachable || !n->taken))
-			return NULL;
-	}
-	if (e->ngpus) {
-		for (size_t i = 0; i < e->ngpus && missing < 0; i++) {
-			size_t k;
-
-			for (k = 0; k < d->nnodes; k++)
-				if (may_use(e, &d->nodes[k]) && slot_of(&d->nodes[k], e->gpus[i]) >= 0)
-					break;
-			if (k == d->nnodes)
-				missing = e->gpus[i];
-		}
-		if (missing < 0)
-			return NULL;
-		if (sbuf_addf(&b, "no node has GPU %d (", missing) < 0)
-			goto oom;
-	} else {
-		for (size_t k = 0; k < d->nnodes; k++) {
-			const struct node *n = &d->nodes[k];
-			long long c = 0;
-
-			for (size_t i = 0; may_use(e, n) && i < n->ngpus; i++)
-				c += gpu_eligible(n->conf, n->gpus[i].index);
-			if (c > most)
-				most = c;
-		}
-		if (most >= e->need)
-			return NULL;
-		if (sbuf_addf(&b, "no node has %lld eligible GPUs (", e->need) < 0)
-			goto oom;
+		jobs[i] = (struct plan_job){ .id = e->id, .need = e->need, .queued_at = e->queued_at,
+					     .gpus = e->gpus, .ngpus = e->ngpus, .node = e->node,
+					     .never_noted = e->never_noted };
 	}
 	for (size_t k = 0; k < d->nnodes; k++) {
 		const struct node *n = &d->nodes[k];
 
-		if (!may_use(e, n))
-			continue;
-		if (sbuf_addf(&b, "%s%s has ", first ? "" : "; ", n->conf->name) < 0 ||
-		    add_indices(&b, n) < 0)
-			goto oom;
-		first = 0;
+		nodes[k] = (struct plan_node){ .conf = n->conf, .gpus = n->gpus, .ngpus = n->ngpus,
+					       .reachable = n->reachable, .known = n->known,
+					       .fresh = n->fresh, .handoff = n->handoff };
 	}
-	if (sbuf_add(&b, ")", 1) < 0)
-		goto oom;
-	return b.s;
-oom:
-	sbuf_free(&b);
-	return NULL;
+	return (struct plan_in){ .jobs = jobs, .njobs = d->nq, .nodes = nodes, .nnodes = d->nnodes,
+				 .reserve_after_seconds = d->cfg.reserve_after_seconds };
+}
+
+/* Launch what the plan placed, in its order. */
+static void launch_all(struct daemon *d, const struct plan_in *in, const struct plan_out *out,
+		       unsigned char *launched)
+{
+	for (size_t p = 0; p < out->nplace; p++) {
+		const struct plan_place *pl = &out->place[p];
+		struct node *n = &d->nodes[pl->node];
+		struct qent *e = q_find(d, in->jobs[pl->job].id);
+
+		if (!e)
+			continue;
+		/* A launch before this one found the node gone, or its cards
+		 * not as the snapshot showed (neither fresh nor handed off
+		 * now): the next pass, right away, places this job on what
+		 * the nodes say then. */
+		if (!n->reachable || (pl->ncards && !n->fresh && !n->handoff)) {
+			d->dirty = 1;
+			continue;
+		}
+		launch(d, e, pl->node, pl->cards, pl->ncards);
+		launched[pl->node] = 1;
+	}
 }
 
 int schedule(struct daemon *d)
 {
-	long long now = now_ms(), starve = d->cfg.reserve_after_seconds * 1000;
-	int *cards = NULL, waiting = 0;
+	struct plan_job *jobs = NULL;
+	struct plan_node *nodes = NULL;
 	unsigned char *launched = NULL;
-	size_t maxneed = 1, nfree = 0, ncpu = 0;
+	struct plan_in in;
+	struct plan_out out;
+	long long now = now_ms();
+	int r = -1;
 
 	d->dirty = 0;
 	if (!d->nq) {
@@ -324,82 +198,20 @@ int schedule(struct daemon *d)
 			d->nodes[k].handoff = 0;        /* nobody to hand to */
 		return 0;
 	}
-	for (size_t k = 0; k < d->nnodes; k++) {
-		struct node *n = &d->nodes[k];
-
-		query_start(d, n);
-		if (usable(n)) {
-			memset(n->taken, 0, n->ngpus);
-			memset(n->held, 0, n->ngpus);
-			for (size_t i = 0; n->reachable && i < n->ngpus; i++)
-				nfree += free_slot(n, i);
-		}
-	}
-	for (size_t i = 0; i < d->nq; i++) {
-		if ((size_t)d->q[i]->need > maxneed)
-			maxneed = (size_t)d->q[i]->need;
-		ncpu += d->q[i]->need == 0;
-	}
-	if (!(cards = calloc(maxneed, sizeof *cards)) || !(launched = calloc(d->nnodes, 1))) {
-		free(cards);
-		return -1;
-	}
-	for (size_t i = 0; i < d->nq;) {
-		struct qent *e = d->q[i];
-		long long id;
-		size_t k;
-
-		/* No free card and no CPU job left: nothing more can be
-		 * placed, and the pass costs the work, not the queue. */
-		if (!nfree && !ncpu) {
-			waiting = 1;
-			break;
-		}
-		if (e->need == 0)
-			ncpu--;
-
-		for (k = 0; k < d->nnodes; k++) {
-			struct node *n = &d->nodes[k];
-
-			if (!may_use(e, n) || !n->reachable)
-				continue;
-			if (e->need == 0 || (usable(n) && fits(n, e, cards)))
-				break;
-		}
-		if (k == d->nnodes) {
-			char *never;
-
-			if (e->need)
-				waiting = 1;
-			if (e->never_noted) {   /* known never to fit (below) */
-				i++;
-				continue;
-			}
-			never = e->need ? never_fits(d, e) : NULL;
-			/* A job no node can ever take holds nothing: it says why. */
-			if (never)
-				note_waiting(d, e, never);
-			else if (now - e->queued_at >= starve)
-				hold(d, e);
-			free(never);
-			i++;
-			continue;
-		}
-		for (size_t c = 0; c < (size_t)e->need; c++) {
-			long s = slot_of(&d->nodes[k], cards[c]);
-
-			if (s >= 0)
-				d->nodes[k].taken[s] = 1;
-		}
-		nfree -= (size_t)e->need;
-		/* launch() removes E from the queue: i now names the next.
-		 * (A job sent back by a busy node lands at i again, but that
-		 * node's snapshot is no longer fresh, so it is passed over.) */
-		id = e->id;
-		if (launch(d, e, k, cards, (size_t)e->need) < 0 && q_find(d, id) == e)
-			i++;
-		launched[k] = 1;
-	}
+	for (size_t k = 0; k < d->nnodes; k++)
+		query_start(d, &d->nodes[k]);
+	jobs = malloc(d->nq * sizeof *jobs);
+	nodes = malloc(d->nnodes * sizeof *nodes);
+	launched = calloc(d->nnodes, 1);
+	if (!jobs || !nodes || !launched)
+		goto out;
+	in = plan_input(d, jobs, nodes);
+	if (plan(&in, now, &out) < 0)
+		goto out;
+	/* Before any launch: d->q is still the plan's list of jobs. */
+	for (size_t w = 0; w < out.nwhy; w++)
+		note_waiting(d, d->q[out.why[w].job], out.why[w].text);
+	launch_all(d, &in, &out, launched);
 	/* What was launched changes what the nodes report: they are asked
 	 * again (by the next pass with jobs to place) before anything more
 	 * is placed there, so a node gone since is found by a query, not by
@@ -414,8 +226,12 @@ int schedule(struct daemon *d)
 		if (n->query.pid > 0)
 			n->stale_query = 1;     /* asked before these leases */
 	}
+	d->next_poll = out.waiting ? mono_now() + GPU_POLL_MS : 0;
+	plan_free(&out);
+	r = 0;
+out:
 	free(launched);
-	free(cards);
-	d->next_poll = waiting ? mono_now() + GPU_POLL_MS : 0;
-	return 0;
+	free(jobs);
+	free(nodes);
+	return r;
 }

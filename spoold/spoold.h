@@ -50,9 +50,6 @@ struct node {
 	char *error;                    /* why it is unreachable */
 	long long retry_at;             /* mono ms; back-off while unreachable */
 	long long backoff;
-	/* per scheduling pass */
-	unsigned char *taken;           /* by a placement this pass, per snapshot slot */
-	unsigned char *held;            /* reserved for a starving job */
 	/* calls in flight, read by the main loop (acall.c) */
 	struct acall query;             /* cardbaton-worker gpus */
 	struct acall check;             /* cardbaton-worker status ID... */
@@ -69,6 +66,7 @@ struct node {
 	long long watch_deadline;       /* for `ready` */
 	long long watch_retry_at;       /* down: start again then (0: not) */
 	long long watch_backoff;
+	int known;                      /* a GPU query has answered: gpus is its picture */
 };
 
 /* A queued job, as much as scheduling needs. */

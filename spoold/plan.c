@@ -1,0 +1,317 @@
+/*
+ * plan.c - one scheduling pass, a pure function (the rules are at the
+ * top of plan.h).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+
+enum { TAKEN = 1, HELD = 2 };
+
+/* What a pass keeps as it goes: per card of every node, TAKEN and HELD. */
+struct pass {
+	const struct plan_in *in;
+	struct plan_out *out;
+	unsigned char *card;    /* node K's cards are card[base[K]...] */
+	size_t *base;
+	size_t ncards;          /* all cards: the most one pass can place */
+};
+
+long plan_slot(const struct gpu_info *g, size_t n, int index)
+{
+	for (size_t i = 0; i < n; i++)
+		if (g[i].index == index)
+			return (long)i;
+	return -1;
+}
+
+static int usable(const struct plan_node *n)
+{
+	return n->known && (n->fresh || n->handoff);
+}
+
+static int may_use(const struct plan_job *j, const struct plan_node *n)
+{
+	return !j->node || !strcmp(j->node, n->conf->name);
+}
+
+/* Is card slot I of node K free (plan.h)? */
+static int free_card(const struct pass *p, size_t k, size_t i)
+{
+	const struct plan_node *n = &p->in->nodes[k];
+
+	return gpu_eligible(n->conf, n->gpus[i].index) && gpu_idle(&n->gpus[i], n->conf->idle_mib) &&
+	       !p->card[p->base[k] + i];
+}
+
+static size_t free_cards(const struct pass *p, size_t k)
+{
+	size_t c = 0;
+
+	for (size_t i = 0; i < p->in->nodes[k].ngpus; i++)
+		c += free_card(p, k, i);
+	return c;
+}
+
+/* J's cards on node K, written to OUT (indices); 1 when they are free. */
+static int fits(const struct pass *p, const struct plan_job *j, size_t k, int *out)
+{
+	const struct plan_node *n = &p->in->nodes[k];
+	size_t got = 0;
+
+	/* OUT has room for the cards not placed yet, all a job can get
+	 * (only a pinned index given twice could ask for more). */
+	if ((size_t)j->need > p->ncards - p->out->ncards)
+		return 0;
+	if (j->ngpus) {
+		for (size_t i = 0; i < j->ngpus; i++) {
+			long s = plan_slot(n->gpus, n->ngpus, j->gpus[i]);
+
+			if (s < 0 || !free_card(p, k, (size_t)s))
+				return 0;
+			out[i] = j->gpus[i];
+		}
+		return 1;
+	}
+	for (size_t i = 0; i < n->ngpus && got < (size_t)j->need; i++)
+		if (free_card(p, k, i))
+			out[got++] = n->gpus[i].index;
+	return got == (size_t)j->need;
+}
+
+/* Job J goes to node K with the cards fits() wrote. */
+static void take(struct pass *p, size_t j, size_t k)
+{
+	const struct plan_node *n = &p->in->nodes[k];
+	struct plan_out *o = p->out;
+	size_t need = (size_t)p->in->jobs[j].need;
+	int *cards = o->cards + o->ncards;
+
+	for (size_t c = 0; c < need; c++) {
+		long s = plan_slot(n->gpus, n->ngpus, cards[c]);
+
+		if (s >= 0)
+			p->card[p->base[k] + (size_t)s] |= TAKEN;
+	}
+	o->place[o->nplace++] = (struct plan_place){ .job = j, .node = k, .cards = cards, .ncards = need };
+	o->ncards += need;
+}
+
+static void hold_card(struct pass *p, size_t j, size_t k, size_t i)
+{
+	unsigned char *c = &p->card[p->base[k] + i];
+
+	if (*c & HELD)
+		return;
+	*c |= HELD;
+	p->out->hold[p->out->nhold++] =
+		(struct plan_hold){ .job = j, .node = k, .index = p->in->nodes[k].gpus[i].index };
+}
+
+/* Job J waits too long: it holds what it waits for (plan.h). */
+static void hold(struct pass *p, size_t j)
+{
+	const struct plan_job *job = &p->in->jobs[j];
+	size_t best = p->in->nnodes, best_free = 0;
+
+	for (size_t k = 0; k < p->in->nnodes; k++) {
+		const struct plan_node *n = &p->in->nodes[k];
+		size_t nfree;
+
+		if (!may_use(job, n) || !usable(n))
+			continue;
+		if (job->ngpus) {
+			for (size_t i = 0; i < job->ngpus; i++) {
+				long s = plan_slot(n->gpus, n->ngpus, job->gpus[i]);
+
+				if (s >= 0)
+					hold_card(p, j, k, (size_t)s);
+			}
+			continue;
+		}
+		nfree = free_cards(p, k);
+		if (best == p->in->nnodes || nfree > best_free) {
+			best = k;
+			best_free = nfree;
+		}
+	}
+	for (size_t i = 0; best < p->in->nnodes && i < p->in->nodes[best].ngpus; i++)
+		hold_card(p, j, best, i);
+}
+
+/* "0-3,6" for the indices of N's cards (in N's order) onto B. */
+static int add_indices(struct sbuf *b, const struct plan_node *n)
+{
+	for (size_t i = 0; i < n->ngpus; i++) {
+		size_t j = i;
+
+		while (j + 1 < n->ngpus && n->gpus[j + 1].index == n->gpus[j].index + 1)
+			j++;
+		if (sbuf_addf(b, i ? ",%d" : "%d", n->gpus[i].index) < 0 ||
+		    (j > i && sbuf_addf(b, "-%d", n->gpus[j].index) < 0))
+			return -1;
+		i = j;
+	}
+	return n->ngpus ? 0 : sbuf_addf(b, "none");
+}
+
+/*
+ * Why J can never be placed on the cards that the nodes it may use
+ * have (hostile or mistaken input: a pinned index, or more cards,
+ * than any of them has), e.g. "no node has GPU 7 (local has 0-3)",
+ * into *WHY (malloc'd); NULL when it may fit some day, or while a node
+ * it may use is unreachable or has not answered a GPU query yet.
+ * -1 when out of memory.
+ */
+static int never_fits(const struct plan_in *in, const struct plan_job *j, char **why)
+{
+	struct sbuf b = { 0 };
+	int missing = -1, first = 1;
+	long long most = 0;
+
+	*why = NULL;
+	for (size_t k = 0; k < in->nnodes; k++)
+		if (may_use(j, &in->nodes[k]) && (!in->nodes[k].reachable || !in->nodes[k].known))
+			return 0;
+	if (j->ngpus) {
+		for (size_t i = 0; i < j->ngpus && missing < 0; i++) {
+			size_t k;
+
+			for (k = 0; k < in->nnodes; k++)
+				if (may_use(j, &in->nodes[k]) &&
+				    plan_slot(in->nodes[k].gpus, in->nodes[k].ngpus, j->gpus[i]) >= 0)
+					break;
+			if (k == in->nnodes)
+				missing = j->gpus[i];
+		}
+		if (missing < 0)
+			return 0;
+		if (sbuf_addf(&b, "no node has GPU %d (", missing) < 0)
+			goto oom;
+	} else {
+		for (size_t k = 0; k < in->nnodes; k++) {
+			const struct plan_node *n = &in->nodes[k];
+			long long c = 0;
+
+			for (size_t i = 0; may_use(j, n) && i < n->ngpus; i++)
+				c += gpu_eligible(n->conf, n->gpus[i].index);
+			if (c > most)
+				most = c;
+		}
+		if (most >= j->need)
+			return 0;
+		if (sbuf_addf(&b, "no node has %lld eligible GPUs (", j->need) < 0)
+			goto oom;
+	}
+	for (size_t k = 0; k < in->nnodes; k++) {
+		const struct plan_node *n = &in->nodes[k];
+
+		if (!may_use(j, n))
+			continue;
+		if (sbuf_addf(&b, "%s%s has ", first ? "" : "; ", n->conf->name) < 0 ||
+		    add_indices(&b, n) < 0)
+			goto oom;
+		first = 0;
+	}
+	if (sbuf_add(&b, ")", 1) < 0)
+		goto oom;
+	*why = b.s;
+	return 0;
+oom:
+	sbuf_free(&b);
+	return -1;
+}
+
+/* The first node, in config order, that takes job J now (its cards
+ * written by fits()), or in->nnodes. */
+static size_t node_for(const struct pass *p, const struct plan_job *j)
+{
+	size_t k;
+
+	for (k = 0; k < p->in->nnodes; k++) {
+		const struct plan_node *n = &p->in->nodes[k];
+
+		if (!may_use(j, n) || !n->reachable)
+			continue;
+		if (j->need == 0 || (usable(n) && fits(p, j, k, p->out->cards + p->out->ncards)))
+			break;
+	}
+	return k;
+}
+
+int plan(const struct plan_in *in, long long now, struct plan_out *out)
+{
+	struct pass p = { .in = in, .out = out };
+	long long starve = in->reserve_after_seconds * 1000;
+	size_t nfree = 0, ncpu = 0;
+
+	memset(out, 0, sizeof *out);
+	for (size_t k = 0; k < in->nnodes; k++)
+		p.ncards += in->nodes[k].ngpus;
+	for (size_t j = 0; j < in->njobs; j++)
+		ncpu += in->jobs[j].need == 0;
+	p.card = calloc(p.ncards + 1, 1);
+	p.base = malloc((in->nnodes + 1) * sizeof *p.base);
+	out->cards = malloc((p.ncards + 1) * sizeof *out->cards);
+	out->hold = malloc((p.ncards + 1) * sizeof *out->hold);
+	out->place = malloc((in->njobs + 1) * sizeof *out->place);
+	out->why = malloc((in->njobs + 1) * sizeof *out->why);
+	if (!p.card || !p.base || !out->cards || !out->hold || !out->place || !out->why)
+		goto oom;
+	for (size_t k = 0, b = 0; k < in->nnodes; b += in->nodes[k++].ngpus) {
+		p.base[k] = b;
+		if (in->nodes[k].reachable && usable(&in->nodes[k]))
+			nfree += free_cards(&p, k);
+	}
+	for (size_t j = 0; j < in->njobs; j++) {
+		const struct plan_job *job = &in->jobs[j];
+		size_t k;
+		char *why;
+
+		/* No free card and no CPU job left: nothing more can be
+		 * placed, and the pass costs the work, not the queue. */
+		if (!nfree && !ncpu) {
+			out->waiting = 1;
+			break;
+		}
+		if (job->need == 0)
+			ncpu--;
+		if ((k = node_for(&p, job)) < in->nnodes) {
+			take(&p, j, k);
+			nfree -= (size_t)job->need;
+			continue;
+		}
+		if (job->need == 0)
+			continue;       /* no reachable node: nothing to hold */
+		out->waiting = 1;
+		if (job->never_noted)
+			continue;       /* known never to fit (below) */
+		if (never_fits(in, job, &why) < 0)
+			goto oom;
+		/* A job no node can ever take holds nothing: it says why. */
+		if (why)
+			out->why[out->nwhy++] = (struct plan_why){ .job = j, .text = why };
+		else if (now - job->queued_at >= starve)
+			hold(&p, j);
+	}
+	free(p.card);
+	free(p.base);
+	return 0;
+oom:
+	free(p.card);
+	free(p.base);
+	plan_free(out);
+	return -1;
+}
+
+void plan_free(struct plan_out *out)
+{
+	for (size_t i = 0; i < out->nwhy; i++)
+		free(out->why[i].text);
+	free(out->place);
+	free(out->why);
+	free(out->hold);
+	free(out->cards);
+	memset(out, 0, sizeof *out);
+}

@@ -1,0 +1,121 @@
+/*
+ * plan.h - one scheduling pass as a pure function: which queued job
+ * goes where now (SPEC §7; the rule is in AGENTS.md, "Scheduling
+ * rule").  sched.c builds the input from the daemon, calls plan() and
+ * acts on what comes out; tests/unit/test_plan.c checks the rules.
+ *
+ * In: the queued jobs in dispatch order (priority, then ID); the nodes
+ * in config order, each with its last card snapshot and how good that
+ * is; reserve_after_seconds; NOW, on the clock of queued_at (wall ms).
+ * Out: the placements (job, node, cards), the reasons of the jobs no
+ * node can ever take, the cards held for starving jobs, and whether
+ * GPU jobs are left waiting.  plan() does no I/O and reads no clock or
+ * global; what it allocates is OUT's, freed by plan_free(), or freed
+ * before it returns.
+ *
+ * The rules, job by job in dispatch order:
+ *
+ *   - A job may use every node, or only the one it names (`node`).
+ *   - A node is usable for GPU jobs when its snapshot is known and
+ *     fresh, or in the pass right after a handoff (fresh or not).
+ *   - A free card is eligible (the node's `gpus:` list, gpu_eligible),
+ *     idle (gpu_idle: memory in use at most idle_mib, no compute
+ *     process, no lease), and neither taken by an earlier placement of
+ *     this pass nor held.
+ *   - A CPU job (need 0) goes to the first reachable node it may use.
+ *     It never holds anything, and held cards do not stop it.
+ *   - A GPU job goes to the first node it may use, in config order,
+ *     that is reachable, usable, and has its cards free: all of its
+ *     pinned indices, or the `need` lowest-numbered free cards (in
+ *     snapshot order).  Those cards are taken for the rest of the pass.
+ *   - A GPU job that is not placed does not stop the pass (no
+ *     head-of-line blocking), and sets `waiting`.  If its reason is
+ *     already on disk (never_noted), nothing more.  Else, if every node
+ *     it may use is reachable and known, and none has all its pinned
+ *     indices, or `need` eligible cards, it gets a reason ("no node has
+ *     GPU 7 (local has 0-3)") and holds nothing.  Else, once it has
+ *     waited reserve_after_seconds since queued_at (0: at once), it
+ *     holds what it waits for: its pinned indices on every usable node
+ *     it may use, or every card of the usable node it may use with the
+ *     most free cards (the first such); later jobs are not placed on
+ *     held cards, so they collect until it fits (no starvation).
+ *   - When no free card is left (counted at the start on the reachable
+ *     usable nodes, less the cards placed; held cards still count) and
+ *     no CPU job is left to consider, the pass stops: `waiting`.
+ */
+#ifndef CARDBATON_PLAN_H
+#define CARDBATON_PLAN_H
+
+#include <stddef.h>
+
+#include "spool.h"
+
+struct plan_node {
+	const struct node_conf *conf;   /* name, gpus: list, idle_mib */
+	const struct gpu_info *gpus;    /* its last snapshot */
+	size_t ngpus;
+	int reachable;
+	int known;              /* a snapshot has been read: GPUS is one */
+	int fresh;              /* read since the last launch there */
+	int handoff;            /* an attempt there has just ended: its cards
+				   are marked free in GPUS (sched.c cards_freed) */
+};
+
+struct plan_job {
+	long long id;
+	long long need;         /* cards; 0: a CPU job */
+	long long queued_at;    /* wall ms */
+	const int *gpus;        /* pinned indices (distinct; NGPUS = NEED), or NULL */
+	size_t ngpus;
+	const char *node;       /* the only node it may use, or NULL */
+	int never_noted;        /* its "can never fit" reason is on disk */
+};
+
+struct plan_in {
+	const struct plan_job *jobs;    /* dispatch order */
+	size_t njobs;
+	const struct plan_node *nodes;  /* config order */
+	size_t nnodes;
+	long long reserve_after_seconds;
+};
+
+/* Launch JOB on NODE (indices into the input) with CARDS (indices of
+ * the node's cards; none for a CPU job). */
+struct plan_place {
+	size_t job, node;
+	const int *cards;
+	size_t ncards;
+};
+
+/* JOB can never fit, and says why: "waiting: " + TEXT in its record. */
+struct plan_why {
+	size_t job;
+	char *text;
+};
+
+/* Card INDEX of NODE is held for JOB (the job that held it first). */
+struct plan_hold {
+	size_t job, node;
+	int index;
+};
+
+struct plan_out {
+	struct plan_place *place;       /* in dispatch order */
+	size_t nplace;
+	struct plan_why *why;
+	size_t nwhy;
+	struct plan_hold *hold;
+	size_t nhold;
+	int waiting;                    /* GPU jobs wait: read the cards again soon */
+	int *cards;                     /* the placements' CARDS point here */
+	size_t ncards;
+};
+
+/* One pass over IN at NOW: 0 with OUT, or -1 (out of memory) with OUT
+ * empty. */
+int plan(const struct plan_in *in, long long now, struct plan_out *out);
+void plan_free(struct plan_out *out);
+/* The slot of card INDEX in the snapshot G[0..N), or -1. */
+long plan_slot(const struct gpu_info *g, size_t n, int index);
+
+#endif

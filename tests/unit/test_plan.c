@@ -1,0 +1,519 @@
+/*
+ * test_plan.c - the scheduling rule (AGENTS.md "Scheduling rule", the
+ * top of spoold/plan.h) on plan(): nodes, cards and jobs are fixtures,
+ * and the clock is a parameter.
+ *
+ * Results are compared as text: placements "JOB@NODE:CARDS" (a CPU job
+ * has no cards), holds the same, one piece per job and node.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../spoold/plan.h"
+#include "t.h"
+
+#define NOW 1700000000000LL     /* wall ms */
+#define RESERVE 300             /* reserve_after_seconds, the default */
+#define LONG_AGO (NOW - 3600 * 1000LL)
+
+enum { MAXN = 3, MAXC = 8, MAXJ = 16 };
+
+static char names[MAXN][2] = { "a", "b", "c" };
+static char lease[] = "0123456789-1-0";
+static struct node_conf conf[MAXN];
+static int eligible[MAXN][MAXC];
+static struct gpu_info gpu[MAXN][MAXC];
+static struct plan_node node[MAXN];
+static struct plan_job job[MAXJ];
+static int pins[MAXJ][MAXC];
+static struct plan_in in;
+static struct plan_out out;
+
+/* NN nodes a, b, c of NC idle cards 0..NC-1 each, reachable, fresh,
+ * but for the cards BUSY names ("a0 b2": card slot 0 of a, 2 of b),
+ * which run a process from outside the queue; no jobs yet. */
+static void setup(size_t nn, size_t nc, const char *busy)
+{
+	plan_free(&out);
+	memset(gpu, 0, sizeof gpu);
+	for (size_t k = 0; k < nn; k++) {
+		conf[k] = (struct node_conf){ .name = names[k], .local = 1, .idle_mib = 64 };
+		for (size_t i = 0; i < nc; i++)
+			gpu[k][i] = (struct gpu_info){ .index = (int)i, .mem_total = 81920 };
+		node[k] = (struct plan_node){ .conf = &conf[k], .gpus = gpu[k], .ngpus = nc,
+					      .reachable = 1, .known = 1, .fresh = 1 };
+	}
+	for (const char *c = busy; *c; c++)
+		if (*c >= 'a' && *c < 'a' + MAXN)
+			gpu[*c - 'a'][c[1] - '0'].procs = 1;
+	in = (struct plan_in){ .jobs = job, .nodes = node, .nnodes = nn,
+			       .reserve_after_seconds = RESERVE };
+}
+
+/* Node K's `gpus:` list is the N indices that follow. */
+static void only(size_t k, size_t n, ...)
+{
+	va_list ap;
+
+	va_start(ap, n);
+	for (size_t i = 0; i < n; i++)
+		eligible[k][i] = va_arg(ap, int);
+	va_end(ap);
+	conf[k].gpus = eligible[k];
+	conf[k].ngpus = n;
+	conf[k].has_gpus = 1;
+}
+
+/* The next job in dispatch order: NEED cards, queued now. */
+static struct plan_job *add(long long need)
+{
+	struct plan_job *j = &job[in.njobs];
+
+	*j = (struct plan_job){ .id = (long long)in.njobs + 1, .need = need, .queued_at = NOW };
+	in.njobs++;
+	return j;
+}
+
+/* The next job, pinned to the N indices that follow. */
+static struct plan_job *pin(size_t n, ...)
+{
+	struct plan_job *j = add((long long)n);
+	int *g = pins[in.njobs - 1];
+	va_list ap;
+
+	va_start(ap, n);
+	for (size_t i = 0; i < n; i++)
+		g[i] = va_arg(ap, int);
+	va_end(ap);
+	j->gpus = g;
+	j->ngpus = n;
+	return j;
+}
+
+static int run(long long now)
+{
+	plan_free(&out);
+	return plan(&in, now, &out);
+}
+
+/* " JOB@NODE:C,C" onto B. */
+static void piece(char *b, size_t cap, size_t j, size_t k, const int *cards, size_t n)
+{
+	size_t len = strlen(b);
+
+	len += (size_t)snprintf(b + len, cap - len, "%s%lld@%s", len ? " " : "", job[j].id, names[k]);
+	for (size_t c = 0; c < n && len < cap; c++)
+		len += (size_t)snprintf(b + len, cap - len, "%c%d", c ? ',' : ':', cards[c]);
+}
+
+/* This pass's placements, in its order. */
+static const char *placed(void)
+{
+	static char b[512];
+
+	b[0] = 0;
+	for (size_t p = 0; p < out.nplace; p++)
+		piece(b, sizeof b, out.place[p].job, out.place[p].node, out.place[p].cards,
+		      out.place[p].ncards);
+	return b;
+}
+
+/* This pass's holds. */
+static const char *held(void)
+{
+	static char b[512];
+	int cards[MAXN * MAXC];
+
+	b[0] = 0;
+	for (size_t h = 0, n = 0; h < out.nhold; h++) {
+		const struct plan_hold *x = &out.hold[h];
+
+		cards[n++] = x->index;
+		if (h + 1 == out.nhold || out.hold[h + 1].job != x->job || out.hold[h + 1].node != x->node) {
+			piece(b, sizeof b, x->job, x->node, cards, n);
+			n = 0;
+		}
+	}
+	return b;
+}
+
+/* The "never fits" reason of job ID, or "(none)". */
+static const char *why(long long id)
+{
+	for (size_t w = 0; w < out.nwhy; w++)
+		if (job[out.why[w].job].id == id)
+			return out.why[w].text;
+	return "(none)";
+}
+
+/* A pass at NOW places WANT_PLACED and holds WANT_HELD. */
+#define PLAN(now, want_placed, want_held) do { \
+	CHECK(run(now) == 0); \
+	CHECK_STR(placed(), want_placed); \
+	CHECK_STR(held(), want_held); \
+} while (0)
+
+/* Dispatch order (priority, then ID: the queue's order, queue.c) is
+ * the order of placing: the first job gets the first card, and a card
+ * two jobs want goes to the first. */
+static void test_order(void)
+{
+	setup(1, 3, "");
+	add(1);
+	add(1);
+	add(1);
+	add(1);
+	PLAN(NOW, "1@a:0 2@a:1 3@a:2", "");
+	CHECK(out.waiting);
+	setup(1, 2, "");
+	pin(1, 1);
+	pin(1, 1);
+	add(1);
+	PLAN(NOW, "1@a:1 3@a:0", "");
+	/* Nothing is kept from one pass to the next. */
+	PLAN(NOW, "1@a:1 3@a:0", "");
+}
+
+/* Pinned indices: all of them eligible, idle and not taken; a job
+ * whose card is busy waits, and the jobs behind it pass it. */
+static void test_pinned(void)
+{
+	setup(1, 4, "a1");
+	pin(1, 1);
+	pin(2, 2, 3);
+	add(1);
+	PLAN(NOW, "2@a:2,3 3@a:0", "");
+	CHECK(out.waiting);
+	/* One busy card of two keeps it off the other. */
+	setup(1, 4, "a1");
+	pin(2, 0, 1);
+	add(1);
+	PLAN(NOW, "2@a:0", "");
+	/* A card placed earlier in the pass is taken. */
+	setup(1, 2, "");
+	add(1);
+	pin(1, 0);
+	PLAN(NOW, "1@a:0", "");
+	/* The card frees: it starts, and nothing waits. */
+	setup(1, 4, "a1");
+	pin(1, 1);
+	PLAN(NOW, "", "");
+	CHECK(out.waiting);
+	gpu[0][1].procs = 0;
+	PLAN(NOW, "1@a:1", "");
+	CHECK(!out.waiting);
+}
+
+/* gpu_count K: the K lowest-numbered free cards of one node, on the
+ * first node in config order that has them. */
+static void test_count(void)
+{
+	setup(1, 6, "a0 a3");
+	add(3);
+	PLAN(NOW, "1@a:1,2,4", "");
+	setup(1, 4, "");
+	add(1);
+	add(2);
+	PLAN(NOW, "1@a:0 2@a:1,2", "");
+	/* The first node that fits, not the emptiest. */
+	setup(2, 4, "a0 a1 a2");
+	add(2);
+	add(1);
+	PLAN(NOW, "1@b:0,1 2@a:3", "");
+	/* Never split over two nodes. */
+	setup(2, 2, "a0 b0");
+	add(2);
+	PLAN(NOW, "", "");
+	CHECK(out.waiting);
+}
+
+/* A CPU job takes the first reachable node, busy, stale or without
+ * cards; one no node can take does not make the daemon poll cards. */
+static void test_cpu(void)
+{
+	setup(2, 2, "a0 a1");
+	add(0);
+	PLAN(NOW, "1@a", "");
+	CHECK(!out.waiting);
+	node[0].fresh = 0;
+	node[0].known = 0;
+	PLAN(NOW, "1@a", "");
+	node[0].reachable = 0;
+	PLAN(NOW, "1@b", "");
+	setup(1, 0, "");
+	add(0);
+	PLAN(NOW, "1@a", "");
+	/* It holds nothing, however long it waits. */
+	setup(1, 2, "");
+	in.reserve_after_seconds = 0;
+	add(0);
+	node[0].reachable = 0;
+	PLAN(NOW, "", "");
+	CHECK(!out.waiting);
+	CHECK_STR(held(), "");
+}
+
+/* No head-of-line blocking: a job that cannot be placed is passed. */
+static void test_no_hol(void)
+{
+	setup(1, 2, "a0");
+	add(2);
+	pin(1, 0);
+	add(1);
+	PLAN(NOW, "3@a:1", "");
+	CHECK(out.waiting);
+}
+
+/* No starvation: from reserve_after_seconds after queued_at on, a job
+ * holds what it waits for, and later jobs do not get it. */
+static void test_starvation(void)
+{
+	setup(1, 2, "a0");
+	add(2)->queued_at = NOW - RESERVE * 1000 + 1;
+	add(1);
+	PLAN(NOW, "2@a:1", "");
+	/* A millisecond later it has waited long enough. */
+	PLAN(NOW + 1, "", "1@a:0,1");
+	CHECK(out.waiting);
+	/* The cards collect until it fits. */
+	gpu[0][0].procs = 0;
+	PLAN(NOW + 2, "1@a:0,1", "");
+	/* reserve_after_seconds: 0 is strict priority order; CPU jobs are
+	 * not held back. */
+	setup(1, 2, "a0");
+	in.reserve_after_seconds = 0;
+	add(2);
+	add(1);
+	add(0);
+	PLAN(NOW, "3@a", "1@a:0,1");
+	/* A count holds all of the node with the most free cards; the
+	 * other node serves on. */
+	setup(2, 4, "a0 a1 b0");
+	add(4)->queued_at = LONG_AGO;
+	add(1);
+	add(3);
+	add(0);
+	PLAN(NOW, "2@a:2 4@a", "1@b:0,1,2,3");
+	/* Equal: the first; held cards are not free for the next. */
+	setup(2, 4, "a0 b0");
+	in.reserve_after_seconds = 0;
+	add(4);
+	add(4);
+	PLAN(NOW, "", "1@a:0,1,2,3 2@b:0,1,2,3");
+	/* Only nodes it may use, and usable ones. */
+	setup(2, 4, "a0 b0");
+	in.reserve_after_seconds = 0;
+	add(5)->node = "b";
+	PLAN(NOW, "", "");      /* never fits on b: a reason instead */
+	job[0].need = 4;
+	PLAN(NOW, "", "1@b:0,1,2,3");
+	job[0].node = NULL;
+	node[0].fresh = 0;
+	PLAN(NOW, "", "1@b:0,1,2,3");
+	node[0].handoff = 1;
+	PLAN(NOW, "", "1@a:0,1,2,3");
+	/* Pinned: its cards on every usable node it may use. */
+	setup(2, 3, "a1 b1");
+	pin(1, 1)->queued_at = LONG_AGO;
+	pin(1, 1);
+	add(3);
+	add(2);
+	PLAN(NOW, "4@a:0,2", "1@a:1 1@b:1");
+}
+
+/* Eligible: in the node's `gpus:` list (all cards without one). */
+static void test_eligible(void)
+{
+	setup(1, 4, "");
+	only(0, 2, 2, 3);
+	pin(1, 0);
+	add(1);
+	add(1);
+	add(1);
+	PLAN(NOW, "2@a:2 3@a:3", "");
+	setup(1, 4, "");
+	only(0, 2, 3, 1);
+	add(2);
+	PLAN(NOW, "1@a:1,3", "");
+	conf[0].has_gpus = 0;
+	PLAN(NOW, "1@a:0,1", "");
+}
+
+/* Idle: memory in use at most idle_mib, no compute process, no lease. */
+static void test_idle(void)
+{
+	setup(1, 6, "");
+	gpu[0][0].mem_used = 64;
+	gpu[0][1].mem_used = 65;
+	gpu[0][2].procs = 1;
+	gpu[0][3].lease = lease;
+	gpu[0][4].mem_used = -1;        /* not reported */
+	for (int i = 0; i < 6; i++)
+		pin(1, i);
+	PLAN(NOW, "1@a:0 6@a:5", "");
+	conf[0].idle_mib = 65;
+	PLAN(NOW, "1@a:0 2@a:1 6@a:5", "");
+	gpu[0][3].lease = NULL;
+	PLAN(NOW, "1@a:0 2@a:1 4@a:3 6@a:5", "");
+}
+
+/* GPU jobs pass over a node that is unreachable, or whose snapshot is
+ * stale or was never read; right after a handoff a stale one is used. */
+static void test_nodes(void)
+{
+	setup(2, 1, "");
+	add(1);
+	node[0].reachable = 0;
+	PLAN(NOW, "1@b:0", "");
+	node[0].reachable = 1;
+	node[0].fresh = 0;
+	PLAN(NOW, "1@b:0", "");
+	node[0].handoff = 1;
+	PLAN(NOW, "1@a:0", "");
+	node[0].known = 0;
+	PLAN(NOW, "1@b:0", "");
+	/* A stale node's cards are not counted: nothing is free, the
+	 * pass stops before the job that would say why it never fits. */
+	setup(1, 1, "");
+	node[0].fresh = 0;
+	add(1);
+	pin(1, 7);
+	PLAN(NOW, "", "");
+	CHECK(out.nwhy == 0);
+	CHECK(out.waiting);
+}
+
+/* A job with `node` (pinned, or its checkpoint's) uses that one only. */
+static void test_node_pin(void)
+{
+	setup(2, 2, "");
+	add(1)->node = "b";
+	add(1);
+	PLAN(NOW, "1@b:0 2@a:0", "");
+	gpu[1][0].procs = gpu[1][1].procs = 1;
+	PLAN(NOW, "2@a:0", "");
+	CHECK(out.waiting);
+}
+
+/* A job no node it may use can ever take says why, and holds nothing;
+ * while such a node is unreachable or unread, it may fit some day. */
+static void test_never_fits(void)
+{
+	setup(2, 4, "");
+	gpu[1][3].index = 6;
+	in.reserve_after_seconds = 0;
+	pin(1, 7);
+	add(5);
+	pin(2, 6, 7);
+	add(4);
+	PLAN(NOW, "4@a:0,1,2,3", "");
+	CHECK_STR(why(1), "no node has GPU 7 (a has 0-3; b has 0-2,6)");
+	CHECK_STR(why(2), "no node has 5 eligible GPUs (a has 0-3; b has 0-2,6)");
+	CHECK_STR(why(3), "no node has GPU 7 (a has 0-3; b has 0-2,6)");
+	CHECK(out.waiting);
+	job[0].node = "a";
+	pins[0][0] = 6;
+	PLAN(NOW, "4@a:0,1,2,3", "");
+	CHECK_STR(why(1), "no node has GPU 6 (a has 0-3)");
+	/* Eligible cards are what counts; a node without cards. */
+	setup(2, 4, "");
+	only(0, 2, 0, 1);
+	node[1].ngpus = 0;
+	add(3);
+	PLAN(NOW, "", "");
+	CHECK_STR(why(1), "no node has 3 eligible GPUs (a has 0-3; b has none)");
+	/* It may fit some day: no reason, it holds like any other. */
+	setup(2, 4, "");
+	node[1].reachable = 0;
+	node[1].fresh = 0;
+	in.reserve_after_seconds = 0;
+	add(5);
+	PLAN(NOW, "", "1@a:0,1,2,3");
+	CHECK(out.nwhy == 0);
+	node[1].reachable = 1;
+	node[1].known = 0;
+	PLAN(NOW, "", "1@a:0,1,2,3");
+	CHECK(out.nwhy == 0);
+	/* Only the nodes it may use count. */
+	job[0].node = "a";
+	PLAN(NOW, "", "");
+	CHECK_STR(why(1), "no node has 5 eligible GPUs (a has 0-3)");
+	setup(2, 6, "");
+	node[0].ngpus = 4;
+	add(5)->node = "a";
+	pin(1, 5)->node = "a";
+	PLAN(NOW, "", "");
+	CHECK_STR(why(1), "no node has 5 eligible GPUs (a has 0-3)");
+	CHECK_STR(why(2), "no node has GPU 5 (a has 0-3)");
+	/* A pinned index that is there but busy: it waits. */
+	setup(1, 4, "a2");
+	pin(1, 2);
+	add(1);
+	PLAN(NOW, "2@a:0", "");
+	CHECK(out.nwhy == 0);
+}
+
+/* A job whose reason is already on disk is passed without a new one:
+ * it holds nothing, still waits, and is placed when it fits. */
+static void test_never_noted(void)
+{
+	setup(1, 4, "");
+	in.reserve_after_seconds = 0;
+	pin(1, 7)->never_noted = 1;
+	add(5)->never_noted = 1;
+	add(1)->never_noted = 1;
+	add(3);
+	PLAN(NOW, "3@a:0 4@a:1,2,3", "");
+	CHECK(out.nwhy == 0);
+	CHECK(out.waiting);
+}
+
+/* No free card and no CPU job left: the pass stops there, and what is
+ * behind is not looked at (no reason, no hold).  Held cards still
+ * count as free. */
+static void test_stop(void)
+{
+	setup(1, 2, "a0 a1");
+	in.reserve_after_seconds = 0;
+	add(1);
+	pin(1, 7);
+	PLAN(NOW, "", "");
+	CHECK(out.nwhy == 0);
+	CHECK(out.waiting);
+	add(0);
+	PLAN(NOW, "3@a", "1@a:0,1");
+	CHECK_STR(why(2), "no node has GPU 7 (a has 0-1)");
+	setup(1, 1, "");
+	add(1);
+	pin(1, 7);
+	PLAN(NOW, "1@a:0", "");
+	CHECK(out.nwhy == 0);
+	CHECK(out.waiting);
+	setup(1, 2, "a0");
+	in.reserve_after_seconds = 0;
+	add(2);
+	pin(1, 7);
+	PLAN(NOW, "", "1@a:0,1");
+	CHECK_STR(why(2), "no node has GPU 7 (a has 0-1)");
+}
+
+int main(void)
+{
+	test_order();
+	test_pinned();
+	test_count();
+	test_cpu();
+	test_no_hol();
+	test_starvation();
+	test_eligible();
+	test_idle();
+	test_nodes();
+	test_node_pin();
+	test_never_fits();
+	test_never_noted();
+	test_stop();
+	plan_free(&out);
+	return T_DONE();
+}
