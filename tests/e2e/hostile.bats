@@ -500,6 +500,45 @@ asan() { ldd "$CB_BUILD/cardbaton-submit" 2>/dev/null | grep -q libasan; }
 	[ "$(st --json --all | json 'sorted(j["name"] for j in d["jobs"])')" = '["bom", "bom", "bomj", "bomj"]' ]
 }
 
+@test "a %00 in a worker record (a state file on the node, a launch spec, a watch request) is refused with its reason, never read cut short" {
+	jstate() { st --json "$id" | json 'd["jobs"][0]["state"]'; }
+	start_daemon
+	id=$(sub --gpu-count 0 -- sh -c 'while [ ! -e "$0" ]; do sleep 0.02; done' "$T/go")
+	wait_for 20 '[ "$(jstate)" = running ]'
+	aid=$(cd "$STATE/attempts" && ls -- *.state)
+	aid=${aid%.state}
+	# Its state file forged on the node: "succeeded" and a reason, each
+	# with a NUL after it (the worker writes NUL as %00).
+	printf 'attempt %s\nstate succeeded%%00running\nexit_code 0\nreason exit%%20status%%200%%00x\nend\n' \
+		"$aid" > "$STATE/attempts/.forged"
+	mv "$STATE/attempts/.forged" "$STATE/attempts/$aid.state"
+	# The worker names the file and the reason (status, and watch, whose
+	# stderr is the daemon's) ...
+	run --separate-stderr cardbaton-worker -d "$STATE" status "$aid"
+	[ "$status" -eq 71 ]
+	[ "${stderr_lines[0]}" = "cardbaton-worker: attempts/$aid.state: %00 (a NUL byte) in a value" ]
+	[ -z "$output" ]
+	wait_for 10 'grep -qxF "cardbaton-worker: attempts/$aid.state: %00 (a NUL byte) in a value" "$T/daemon.log"'
+	# ... and the job is not taken as succeeded: it runs on, and ends as
+	# it really does once its own state file is written.
+	[ "$(jstate)" = running ]
+	echo 'attempt 0' > "$T/go"
+	wait_for 30 '[ "$(jstate)" = succeeded ]'
+	[ "$(st --json "$id" | json 'd["jobs"][0]["reason"]')" = "exit status 0" ]
+	# A launch spec on stdin, and a request on watch's: refused whole.
+	printf 'attempt d1-1\narg tr%%00ue\nend\n' > "$T/spec.in"
+	run --separate-stderr cardbaton-worker -d "$STATE" launch < "$T/spec.in"
+	failed 65 cardbaton-worker
+	says "cardbaton-worker: bad spec: %00 (a NUL byte) in a value"
+	printf 'request launch\nattempt d1-2\narg true%%00\nend\n' > "$T/watch.in"
+	run --separate-stderr cardbaton-worker -d "$STATE" watch < "$T/watch.in"
+	[ "$status" -eq 71 ]
+	[ "${lines[0]}" = "ready 1" ]
+	not grep -q '^reply' <<< "$output"
+	says "cardbaton-worker: watch: bad request: %00 (a NUL byte) in a value"
+	[ ! -e "$STATE/attempts/d1-1" ] && [ ! -e "$STATE/attempts/d1-2" ]
+}
+
 # ---- sizes ----------------------------------------------------------------------
 
 @test "huge: a 100 MB file in new/ is rejected unread; 100 MB or endless --job input is 65" {
