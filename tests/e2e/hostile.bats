@@ -332,6 +332,38 @@ asan() { ldd "$CB_BUILD/cardbaton-submit" 2>/dev/null | grep -q libasan; }
 	[ "$(cat "$T/out")" = "1 true" ]
 }
 
+@test "resume_command: empty, null, a mapping, nested, an empty first word or a NUL are refused as in command; --resume-command stays a string" {
+	printf 'command: [true]\nresume_command: []\n' > r1.job
+	refused r1.job "r1.job:2: resume_command: must not be empty"
+	printf 'command: [true]\nresume_command: ~\n' > r2.job
+	refused r2.job "r2.job:2: resume_command: must be a list of strings or a string"
+	printf 'command: [true]\nresume_command: {a: b}\n' > r3.job
+	refused r3.job "r3.job:2: resume_command: must be a list of strings or a string"
+	printf 'command: [true]\nresume_command: [[a, b]]\n' > r4.job
+	refused r4.job "r4.job:2: resume_command[0]: must be a string"
+	printf 'command: [true]\nresume_command: ["", x]\n' > r5.job
+	refused r5.job "r5.job:2: resume_command[0]: must not be empty"
+	printf 'command: [true]\nresume_command: ""\n' > r6.job
+	refused r6.job "r6.job:2: resume_command: must not be empty"
+	printf 'command: [true]\nresume_command: [echo, "a\\0b"]\n' > r7.job
+	refused r7.job "r7.job:2: resume_command[1]: must not contain a NUL character"
+	printf '{"command": ["true"],\n "resume_command": ["echo", {"a": 1}]}\n' > r8.job
+	refused r8.job "r8.job:2: resume_command[1]: must be a string"
+	printf '{"command": ["true"],\n "resume_command": ["echo", null]}\n' > r9.job
+	refused r9.job "r9.job:2: resume_command[1]: must be a string"
+	printf '{"command": ["true"],\n "resume_command": ["echo", ["x"]]}\n' > r10.job
+	refused r10.job "r10.job:2: resume_command[1]: must be a string"
+	once
+	for n in 1 2 3 4 5 6 7 8 9 10; do
+		rejected_as "r$n.job" "$(sub --job "r$n.job" 2>&1 | sed 's/^cardbaton-submit: //')"
+	done
+	nothing_queued
+	# The flag is a string (run by sh -c), whatever it looks like.
+	id=$(sub --gpu-count 0 --resume-command '[a, "b c"]' -- true)
+	once
+	[ "$(cat "$T"/spool/*/"$(printf %010d "$id").job" | json 'd["job"]["resume_command"]')" = '[a, "b c"]' ]
+}
+
 @test "a cwd that does not exist on the node fails the job with reason 'cwd DIR: ...'; nothing else is affected" {
 	start_daemon
 	bad=$(sub --cwd "$T/no/such/dir" --gpu-count 0 -- true)
@@ -580,6 +612,10 @@ asan() { ldd "$CB_BUILD/cardbaton-submit" 2>/dev/null | grep -q libasan; }
 	refused args.job "args.job:1: command: more than 4096 items"
 	python3 -c 'import json; print(json.dumps({"command": ["true"], "env": {"V%d" % i: "x" for i in range(4097)}}))' > env.job
 	refused env.job "env.job:1: env: more than 4096 entries"
+	python3 -c 'import json; print(json.dumps({"command": ["true"], "resume_command": ["r"] + ["a"] * 4096}))' > rargs.job
+	refused rargs.job "rargs.job:1: resume_command: more than 4096 items"
+	printf 'command: [true]\nresume_command: [r, "%s"]\n' "$big" > rarg.job
+	refused rarg.job "rarg.job:2: value longer than 65536 bytes"
 	# 100k entries fit in 1 MiB of YAML: the value count stops them.
 	python3 -c '
 import itertools, string
@@ -598,6 +634,8 @@ for k in itertools.islice(itertools.product(string.ascii_letters, repeat=3), 100
 	rejected_as arg1m.job "is larger than 1 MiB"
 	rejected_as args.job "args.job:1: command: more than 4096 items"
 	rejected_as env.job "env.job:1: env: more than 4096 entries"
+	rejected_as rargs.job "rargs.job:1: resume_command: more than 4096 items"
+	rejected_as rarg.job "rarg.job:2: value longer than 65536 bytes"
 	[ -n "$(reason env100k.job)" ]
 	nothing_queued
 	# The same through flags: usage errors naming what is too big.
@@ -620,7 +658,8 @@ for k in itertools.islice(itertools.product(string.ascii_letters, repeat=3), 100
 	failed 64 cardbaton-submit
 	says "cardbaton-submit: --env: more than 4096 variables"
 	# The limits themselves are accepted.
-	python3 -c 'import json; print(json.dumps({"command": ["true"] + ["a"] * 4095, "gpu_count": 0, "env": {"V%d" % i: "x" for i in range(4096)}}))' > max.job
+	python3 -c 'import json; print(json.dumps({"command": ["true"] + ["a"] * 4095, "gpu_count": 0, "env": {"V%d" % i: "x" for i in range(4096)},
+		"resume_command": ["r"] + ["a"] * 4095}))' > max.job
 	sub --job max.job >/dev/null
 	sub --gpu-count 0 -- echo "$(head -c 65536 /dev/zero | tr '\0' x)" >/dev/null
 }
