@@ -395,7 +395,6 @@ int wk_state_read(const struct wk_state *st, const char *id, struct wire_rec *r)
 		return errno == ENOENT ? 0 : -1;
 	}
 	free(name);
-	why = NULL;
 	got = wire_parse(buf, len, r, &why);
 	free(buf);
 	if (got <= 0) {
