@@ -5,9 +5,10 @@
  * Design: one ssh call (node_ensure_key) runs a short sh script on the
  * node that keeps every existing entry, skips a key that is already
  * there (same type and blob, whatever its options or comment), and
- * replaces the file atomically with mode 600.  When standard input is
- * a terminal, ssh may prompt (password, unknown host key): this is the
- * first-time set-up the README describes.
+ * replaces the file atomically with mode 600, under a lock (flock(1),
+ * else mkdir) so that runs at once each add their key.  When standard
+ * input is a terminal, ssh may prompt (password, unknown host key):
+ * this is the first-time set-up the README describes.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -18,7 +18,7 @@
 #define MAX_ENV JOB_MAX_ENV     /* env entries */
 #define NAME_MAX_LEN JOB_NAME_MAX       /* the `name` field, in bytes */
 
-enum kind { K_COMMAND, K_STR, K_INT, K_GPUS, K_ENV };
+enum kind { K_COMMAND, K_STR, K_INT, K_GPUS, K_ENV };   /* K_COMMAND: see cmd_at */
 
 struct field {
 	const char *key;
@@ -43,7 +43,7 @@ static const struct field fields[] = {     /* in the order JSON shows them */
 	{ "gpu_count", JF_GPU_COUNT, K_INT, OFF(gpu_count), 0, GPU_COUNT_MAX, NULL },
 	{ "priority", JF_PRIORITY, K_INT, OFF(priority), PRIO_MIN, PRIO_MAX, NULL },
 	{ "timeout_seconds", JF_TIMEOUT, K_INT, OFF(timeout_seconds), 0, TIMEOUT_MAX, NULL },
-	{ "resume_command", JF_RESUME, K_STR, OFF(resume_command), 0, 0, check_nonempty },
+	{ "resume_command", JF_RESUME, K_COMMAND, 0, 0, 0, NULL },
 	{ "checkpoint_grace_seconds", JF_GRACE, K_INT, OFF(checkpoint_grace_seconds),
 	  0, TIMEOUT_MAX, NULL },
 	{ "env", JF_ENV, K_ENV, 0, 0, 0, NULL },
@@ -58,6 +58,32 @@ static char **str_at(struct job_def *jd, const struct field *f)
 static long long *ll_at(struct job_def *jd, const struct field *f)
 {
 	return (long long *)(void *)((char *)jd + f->off);
+}
+
+/* A command field, a list (argv) or a string (for sh -c): command, or
+ * resume_command, whose string is, for a list, the list joined for
+ * display (spool.h). */
+struct cmd_ref {
+	char ***argv;
+	size_t *argc;
+	char **shell;
+};
+
+static struct cmd_ref cmd_at(struct job_def *jd, const struct field *f)
+{
+	if (f->bit == JF_RESUME)
+		return (struct cmd_ref){ &jd->resume_argv, &jd->resume_argc, &jd->resume_command };
+	return (struct cmd_ref){ &jd->argv, &jd->argc, &jd->shell };
+}
+
+/* A list just read into F: resume_command gets its display string.
+ * 0, or -1 (ENOMEM). */
+static int cmd_list_done(struct job_def *jd, const struct field *f)
+{
+	if (f->bit != JF_RESUME || (jd->resume_command = shell_join(jd->resume_argv, jd->resume_argc)))
+		return 0;
+	errno = ENOMEM;
+	return -1;
 }
 
 static const struct field *field_find(const char *key)
@@ -114,19 +140,22 @@ static int env_name_ok(const char *s, size_t len)
 
 /* ---- YAML ----------------------------------------------------------------- */
 
-static int yaml_command(const struct yx_ctx *c, const struct yx_node *v,
+static int yaml_command(const struct yx_ctx *c, const struct field *f, const struct yx_node *v,
 			const struct yx_path *p, struct job_def *jd)
 {
+	struct cmd_ref cr = cmd_at(jd, f);
 	const char *s, *bad;
 
 	if (v->type == YX_SEQ) {
-		if (yx_str_list(c, v, p, MAX_ARGS, &jd->argv, &jd->argc))
+		if (yx_str_list(c, v, p, MAX_ARGS, cr.argv, cr.argc))
 			return -1;
-		if (!jd->argv[0][0]) {
+		if (!(*cr.argv)[0][0]) {
 			struct yx_path ip = { p, NULL, 0 };
 
 			return yx_fail(c, &v->kids[0], &ip, "must not be empty");
 		}
+		if (cmd_list_done(jd, f) < 0)
+			return cb_err_set(c->err, EX_OSERR_, "%s: %s", c->fname, strerror(ENOMEM));
 		return 0;
 	}
 	if (v->type != YX_SCALAR || yx_is_null(v))
@@ -135,7 +164,7 @@ static int yaml_command(const struct yx_ctx *c, const struct yx_node *v,
 		return -1;
 	if ((bad = check_shell(s)))
 		return yx_fail(c, v, p, "%s", bad);
-	if (!(jd->shell = strdup(s)))
+	if (!(*cr.shell = strdup(s)))
 		return cb_err_set(c->err, EX_OSERR_, "%s: %s", c->fname, strerror(ENOMEM));
 	return 0;
 }
@@ -175,7 +204,7 @@ static int yaml_field(const struct yx_ctx *c, const struct field *f,
 
 	switch (f->kind) {
 	case K_COMMAND:
-		return yaml_command(c, v, &p, jd);
+		return yaml_command(c, f, v, &p, jd);
 	case K_STR:
 		if (yx_str(c, v, &p, &s))
 			return -1;
@@ -317,18 +346,18 @@ int jobdef_merge(struct job_def *dst, const struct job_def *src)
 			continue;
 		switch (f->kind) {
 		case K_COMMAND: {
+			struct cmd_ref s = cmd_at((struct job_def *)src, f), d = cmd_at(dst, f);
 			char **argv = NULL, *shell = NULL;
 
-			if ((src->argc && !(argv = strv_dup(src->argv, src->argc))) ||
-			    str_dup(src->shell, &shell)) {
-				yx_strv_free(argv, src->argc);
+			if ((*s.argc && !(argv = strv_dup(*s.argv, *s.argc))) || str_dup(*s.shell, &shell)) {
+				yx_strv_free(argv, *s.argc);
 				return -1;
 			}
-			yx_strv_free(dst->argv, dst->argc);
-			free(dst->shell);
-			dst->argv = argv;
-			dst->argc = argv ? src->argc : 0;
-			dst->shell = shell;
+			yx_strv_free(*d.argv, *d.argc);
+			free(*d.shell);
+			*d.argv = argv;
+			*d.argc = argv ? *s.argc : 0;
+			*d.shell = shell;
 			break;
 		}
 		case K_STR: {
@@ -382,6 +411,7 @@ void jobdef_free(struct job_def *jd)
 	free(jd->node);
 	free(jd->name);
 	free(jd->resume_command);
+	yx_strv_free(jd->resume_argv, jd->resume_argc);
 	free(jd->gpus);
 	yx_strv_free(jd->env, jd->nenv);
 	memset(jd, 0, sizeof *jd);
@@ -394,12 +424,13 @@ static cJSON *json_field(const struct job_def *jd, const struct field *f)
 	cJSON *a;
 
 	switch (f->kind) {
-	case K_COMMAND:
-		if (jd->shell)
-			return cJSON_CreateString(jd->shell);
-		if (!jd->argv)
-			return NULL;
-		return cJSON_CreateStringArray((const char *const *)jd->argv, (int)jd->argc);
+	case K_COMMAND: {
+		struct cmd_ref cr = cmd_at((struct job_def *)jd, f);
+
+		if (*cr.argv)
+			return cJSON_CreateStringArray((const char *const *)*cr.argv, (int)*cr.argc);
+		return *cr.shell ? cJSON_CreateString(*cr.shell) : NULL;
+	}
 	case K_STR: {
 		const char *s = *str_at((struct job_def *)jd, f);
 
@@ -456,6 +487,7 @@ cJSON *jobdef_to_json(const struct job_def *jd)
 		return NULL;
 	for (size_t i = 0; i < NFIELDS; i++) {
 		const struct field *f = &fields[i];
+		struct cmd_ref cr = cmd_at((struct job_def *)jd, f);
 		cJSON *v;
 
 		if (!(jd->set & f->bit))
@@ -463,7 +495,7 @@ cJSON *jobdef_to_json(const struct job_def *jd)
 		/* A set bit with no value (a command, string or gpus list
 		 * never filled in) is left out rather than written as null
 		 * or as something jobdef_from_json refuses. */
-		if ((f->kind == K_COMMAND && !jd->shell && !jd->argv) ||
+		if ((f->kind == K_COMMAND && !*cr.shell && !*cr.argv) ||
 		    (f->kind == K_STR && !*str_at((struct job_def *)jd, f)) ||
 		    (f->kind == K_GPUS && !jd->ngpus))
 			continue;
@@ -520,27 +552,30 @@ static int json_field_in(const cJSON *v, const struct field *f, struct job_def *
 
 	errno = EINVAL;
 	switch (f->kind) {
-	case K_COMMAND:
+	case K_COMMAND: {
+		struct cmd_ref cr = cmd_at(jd, f);
+
 		if (cJSON_IsString(v)) {
 			if (json_str(v, &s) || check_shell(s))
 				return -1;
-			if (!(jd->shell = strdup(s)))
+			if (!(*cr.shell = strdup(s)))
 				return -1;
 			return 0;
 		}
 		if (!cJSON_IsArray(v) || (n = (size_t)cJSON_GetArraySize(v)) == 0 || n > MAX_ARGS)
 			return -1;
-		if (!(jd->argv = calloc(n, sizeof *jd->argv)))
+		if (!(*cr.argv = calloc(n, sizeof **cr.argv)))
 			return -1;
 		i = 0;
 		cJSON_ArrayForEach(x, v) {
 			if (json_str(x, &s) || (i == 0 && !*s))
 				return -1;
-			if (!(jd->argv[i] = strdup(s)))
+			if (!((*cr.argv)[i] = strdup(s)))
 				return -1;
-			jd->argc = ++i;
+			*cr.argc = ++i;
 		}
-		return 0;
+		return cmd_list_done(jd, f);
+	}
 	case K_STR:
 		if (json_str(v, &s) || (f->check && f->check(s)))
 			return -1;

@@ -754,16 +754,29 @@ long long attempt_job(const char *spool_id, const char *aid)
  * not added again, and the new file -- written in full to a temporary
  * file beside it, synced -- replaces the old by rename: a crash at any
  * point leaves the old file or the new one.  A failed write removes
- * its temporary file.
+ * its temporary file.  The read, check and rename are done under a
+ * lock, so that two runs at once each add their key: flock(1) on
+ * ~/.ssh/.authorized_keys.cardbaton.lock (kept; released by the kernel
+ * however the run ends) where the node has flock, else the directory
+ * .authorized_keys.cardbaton.lock.d made by mkdir and removed at exit
+ * (left by a kill -9: the next runs say so).  Either wait is bounded,
+ * at 20 s, within the 30 s deadline of a call.
  */
 static const char ensure_key_sh[] =
 	"set -ef; umask 077; IFS= read -r key; set -- $key; "
-	"d=\"$HOME/.ssh\"; f=\"$d/authorized_keys\"; mkdir -p \"$d\"; "
+	"d=\"$HOME/.ssh\"; f=\"$d/authorized_keys\"; l=\"$d/.authorized_keys.cardbaton.lock\"; t=; m=; "
+	"mkdir -p \"$d\"; trap '[ -z \"$t\" ] || rm -f \"$t\"; [ -z \"$m\" ] || rmdir \"$m\"' EXIT; "
+	"trap 'exit 1' HUP INT TERM; "
+	"if command -v flock >/dev/null 2>&1; then exec 9>>\"$l\"; "
+	"flock -w 20 9 || { echo \"$l: locked by another run for 20 s\" >&2; exit 1; }; "
+	"else n=0; until mkdir \"$l.d\" 2>/dev/null; do "
+	"[ $n -lt 200 ] || { echo \"$l.d: there for 20 s: remove it if no bootstrap is running\" >&2; exit 1; }; "
+	"if sleep 0.1 2>/dev/null; then n=$((n + 1)); else sleep 1; n=$((n + 10)); fi; done; m=\"$l.d\"; fi; "
 	"if [ -f \"$f\" ] && awk -v t=\"$1\" -v b=\"$2\" "
 	"'{ sub(/\\r$/, \"\") } $1 ~ /^#/ { next } "
 	"{ for (i = 1; i < NF; i++) if ($i == t && $(i + 1) == b) { f = 1; exit } } "
 	"END { exit !f }' \"$f\"; then echo present; exit 0; fi; "
-	"t=\"$d/.authorized_keys.cardbaton.$$\"; trap 'rm -f \"$t\"' EXIT; "
+	"t=\"$d/.authorized_keys.cardbaton.$$\"; "
 	"{ if [ -f \"$f\" ]; then cat \"$f\"; "
 	"if [ -s \"$f\" ] && [ -n \"$(tail -c 1 \"$f\")\" ]; then echo; fi; fi; "
 	"printf '%s\\n' \"$key\"; } > \"$t\"; chmod 600 \"$t\"; "

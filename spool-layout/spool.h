@@ -193,6 +193,11 @@ struct job_def {
 	size_t argc;
 	char *shell;            /* string command for sh -c, or NULL */
 	char *cwd, *node, *name, *resume_command;
+	/* resume_command (set: resumable) is a string for sh -c, or, when
+	 * resume_argv is set (a list, run as it is), that list joined for
+	 * display (shell_join). */
+	char **resume_argv;
+	size_t resume_argc;
 	int *gpus;              /* pinned physical indices, distinct */
 	size_t ngpus;
 	long long gpu_count;    /* 0 = CPU job; default 1 (see jobdef_gpu_need) */

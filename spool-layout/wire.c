@@ -11,6 +11,7 @@
  * is strict about the grammar (a key of [a-z0-9_]+, one space, a value
  * without raw control bytes or spaces, LF) so that what one side writes
  * is exactly what the other reads, and it accepts %xx in either case.
+ * A value never holds a NUL: %00 is refused.
  */
 #include <errno.h>
 #include <limits.h>
@@ -337,6 +338,14 @@ static int parse_line(const char *l, size_t n, struct wire_rec *r, const char **
 			if (hi < 0 || lo < 0) {
 				free(v);
 				*why = "bad %XX escape";
+				errno = EINVAL;
+				return -1;
+			}
+			if (!(hi | lo)) {
+				/* Every reader takes values as C strings: one
+				 * cut short at a NUL would mean something else. */
+				free(v);
+				*why = "%00 (a NUL byte) in a value";
 				errno = EINVAL;
 				return -1;
 			}

@@ -10,7 +10,8 @@
  * "end".  KEY is [a-z0-9_]+.  VALUE is any byte string, escaped so that
  * it holds no byte below 0x21, no 0x7f and no '%': each such byte is
  * written as '%' and two upper-case hex digits.  An empty value is
- * written as nothing after the space.  Keys may repeat (arg, env, gpu);
+ * written as nothing after the space.  A reader refuses %00: a value
+ * never holds a NUL.  Keys may repeat (arg, env, gpu);
  * order is kept.  Unknown keys are ignored by readers, so either side
  * can add keys without breaking the other.  See spool-layout/LAYOUT.md,
  * "The worker protocol".
@@ -27,7 +28,7 @@
 
 struct wire_field {
 	char *key;
-	char *val;      /* decoded; NUL-terminated; may hold NULs: see len */
+	char *val;      /* decoded; NUL-terminated; parsed: holds no NUL */
 	size_t len;     /* length of val in bytes */
 };
 
@@ -59,8 +60,9 @@ long wire_format(const struct wire_rec *r, char **out);
 /*
  * Parse one record from BUF[0..LEN) into R (which must be empty).
  * Return the number of bytes consumed (through the "end" line), 0 if
- * BUF holds no complete record yet, or -1 on malformed input with
- * errno = EINVAL (or ENOMEM) and *why pointing to a static message.
+ * BUF holds no complete record yet, or -1 on malformed input (a %00
+ * included) with errno = EINVAL (or ENOMEM) and *why pointing to a
+ * static message.
  */
 long wire_parse(const char *buf, size_t len, struct wire_rec *r, const char **why);
 

@@ -392,14 +392,16 @@ static int spec_add_job(struct wire_rec *w, const struct job *j, const struct at
 	const struct job_def *def = &j->def;
 	int r = wire_add(w, "attempt", a->id);
 	int resume = j->checkpoint && def->resume_command;
+	/* A resume runs resume_command: a list as its argv, a string by sh -c. */
+	char *const *argv = resume ? def->resume_argv : def->argv;
+	size_t argc = resume ? def->resume_argc : def->argc;
 
+	for (size_t i = 0; argv && i < argc; i++)
+		r |= wire_add(w, "arg", argv[i]);
+	if (!argv)
+		r |= wire_add(w, "shell", resume ? def->resume_command : def->shell);
 	if (resume)
-		r |= wire_add(w, "shell", def->resume_command) | wire_add(w, "checkpoint", j->checkpoint);
-	else if (def->argv)
-		for (size_t i = 0; i < def->argc; i++)
-			r |= wire_add(w, "arg", def->argv[i]);
-	else
-		r |= wire_add(w, "shell", def->shell);
+		r |= wire_add(w, "checkpoint", j->checkpoint);
 	if (def->cwd)
 		r |= wire_add(w, "cwd", def->cwd);
 	for (size_t i = 0; i < def->nenv; i++)

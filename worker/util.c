@@ -399,6 +399,8 @@ int wk_state_read(const struct wk_state *st, const char *id, struct wire_rec *r)
 	free(buf);
 	if (got <= 0) {
 		wire_free(r);
+		/* Said here, where the file and the reason are known. */
+		wk_err(0, "attempts/%s.state: %s", id, why ? why : got ? strerror(errno) : "no \"end\" line");
 		errno = EINVAL;
 		return -1;
 	}

@@ -102,7 +102,8 @@ void wk_state_close(struct wk_state *st);
 int wk_id_ok(const char *id);
 
 /* attempts/ID.state: 1 and R filled, 0 when there is none, -1 with
- * errno (EINVAL: the file is malformed). */
+ * errno (EINVAL: the file is malformed, said on stderr with the
+ * reason, e.g. a %00). */
 int wk_state_read(const struct wk_state *st, const char *id, struct wire_rec *r);
 /* Replace attempts/ID.state atomically (through .ID.state.tmp). */
 int wk_state_write(const struct wk_state *st, const char *id, const struct wire_rec *r);

@@ -85,6 +85,44 @@ continuous() {
 	cardbaton-logs --config "$C" --attempt 1 "$id" >/dev/null
 }
 
+@test "a resume_command list is the resumed attempt's exact argv: spaces, quotes, \$, a newline arrive as they are, no shell between" {
+	start_daemon
+	# Writes its arguments but the first (NUL after each) to the file
+	# named by the first, then runs what follows the three test words.
+	cat > "$T/argv.sh" <<-'SH'
+		out=$1; shift
+		printf '%s\0' "$@" > "$out"
+		shift 3
+		exec "$@"
+	SH
+	w1='two  spaces, "double" and '"'single'"' quotes'
+	w2='$HOME ${X:-x} $(touch '"$T"'/expanded) `touch '"$T"'/expanded` * ~ \'
+	w3=$'line\nbreak\ttab'
+	python3 -c 'import json, sys; a = sys.argv[1:]; print(json.dumps({
+		"command": ["sh", a[0], "60", a[1]],
+		"resume_command": ["sh", a[2], a[3], a[4], a[5], a[6], "sh", a[0], "60", a[1]]}))' \
+		"$T/coop.sh" "$T/steps" "$T/argv.sh" "$T/argv.out" "$w1" "$w2" "$w3" > "$T/list.job"
+	id=$(sub --job "$T/list.job")
+	wait_for 10 '[ "$(wc -l < "$T/steps" 2>/dev/null)" -ge 5 ]'
+	cardbaton-pause --config "$C" "$id"
+	wait_for 10 '[ "$(state "$id")" = paused ]'
+	# The record keeps the list.
+	record "$id" | python3 -c 'import json, sys; sys.exit(json.load(sys.stdin)["job"]["resume_command"][3:6] != sys.argv[1:])' \
+		"$w1" "$w2" "$w3"
+	cardbaton-resume --config "$C" "$id"
+	wait_for 20 final "$id"
+	[ "$(state "$id")" = succeeded ]
+	# Resumed from its checkpoint (SSHGPU_CHECKPOINT set): every step once.
+	continuous 60 "$T/steps"
+	printf '%s\0' "$w1" "$w2" "$w3" sh "$T/coop.sh" 60 "$T/steps" | cmp - "$T/argv.out"
+	[ ! -e "$T/expanded" ]
+	# The launch sent it as arg fields, with the checkpoint, not a shell string.
+	spec=$STATE/attempts/$(record "$id" | json 'd["attempts"][1]["id"]')/spec
+	[ "$(grep -c '^arg ' "$spec")" -eq 10 ]
+	not grep -q '^shell ' "$spec"
+	[ "$(sed -n 's/^checkpoint //p' "$spec")" = "$T/steps.ck" ]
+}
+
 @test "pause is refused for a job that is not resumable, or not running; resume for one not paused" {
 	start_daemon
 	plain=$(sub -- sleep 30)

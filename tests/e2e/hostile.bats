@@ -332,6 +332,38 @@ asan() { ldd "$CB_BUILD/cardbaton-submit" 2>/dev/null | grep -q libasan; }
 	[ "$(cat "$T/out")" = "1 true" ]
 }
 
+@test "resume_command: empty, null, a mapping, nested, an empty first word or a NUL are refused as in command; --resume-command stays a string" {
+	printf 'command: [true]\nresume_command: []\n' > r1.job
+	refused r1.job "r1.job:2: resume_command: must not be empty"
+	printf 'command: [true]\nresume_command: ~\n' > r2.job
+	refused r2.job "r2.job:2: resume_command: must be a list of strings or a string"
+	printf 'command: [true]\nresume_command: {a: b}\n' > r3.job
+	refused r3.job "r3.job:2: resume_command: must be a list of strings or a string"
+	printf 'command: [true]\nresume_command: [[a, b]]\n' > r4.job
+	refused r4.job "r4.job:2: resume_command[0]: must be a string"
+	printf 'command: [true]\nresume_command: ["", x]\n' > r5.job
+	refused r5.job "r5.job:2: resume_command[0]: must not be empty"
+	printf 'command: [true]\nresume_command: ""\n' > r6.job
+	refused r6.job "r6.job:2: resume_command: must not be empty"
+	printf 'command: [true]\nresume_command: [echo, "a\\0b"]\n' > r7.job
+	refused r7.job "r7.job:2: resume_command[1]: must not contain a NUL character"
+	printf '{"command": ["true"],\n "resume_command": ["echo", {"a": 1}]}\n' > r8.job
+	refused r8.job "r8.job:2: resume_command[1]: must be a string"
+	printf '{"command": ["true"],\n "resume_command": ["echo", null]}\n' > r9.job
+	refused r9.job "r9.job:2: resume_command[1]: must be a string"
+	printf '{"command": ["true"],\n "resume_command": ["echo", ["x"]]}\n' > r10.job
+	refused r10.job "r10.job:2: resume_command[1]: must be a string"
+	once
+	for n in 1 2 3 4 5 6 7 8 9 10; do
+		rejected_as "r$n.job" "$(sub --job "r$n.job" 2>&1 | sed 's/^cardbaton-submit: //')"
+	done
+	nothing_queued
+	# The flag is a string (run by sh -c), whatever it looks like.
+	id=$(sub --gpu-count 0 --resume-command '[a, "b c"]' -- true)
+	once
+	[ "$(cat "$T"/spool/*/"$(printf %010d "$id").job" | json 'd["job"]["resume_command"]')" = '[a, "b c"]' ]
+}
+
 @test "a cwd that does not exist on the node fails the job with reason 'cwd DIR: ...'; nothing else is affected" {
 	start_daemon
 	bad=$(sub --cwd "$T/no/such/dir" --gpu-count 0 -- true)
@@ -500,6 +532,45 @@ asan() { ldd "$CB_BUILD/cardbaton-submit" 2>/dev/null | grep -q libasan; }
 	[ "$(st --json --all | json 'sorted(j["name"] for j in d["jobs"])')" = '["bom", "bom", "bomj", "bomj"]' ]
 }
 
+@test "a %00 in a worker record (a state file on the node, a launch spec, a watch request) is refused with its reason, never read cut short" {
+	jstate() { st --json "$id" | json 'd["jobs"][0]["state"]'; }
+	start_daemon
+	id=$(sub --gpu-count 0 -- sh -c 'while [ ! -e "$0" ]; do sleep 0.02; done' "$T/go")
+	wait_for 20 '[ "$(jstate)" = running ]'
+	aid=$(cd "$STATE/attempts" && ls -- *.state)
+	aid=${aid%.state}
+	# Its state file forged on the node: "succeeded" and a reason, each
+	# with a NUL after it (the worker writes NUL as %00).
+	printf 'attempt %s\nstate succeeded%%00running\nexit_code 0\nreason exit%%20status%%200%%00x\nend\n' \
+		"$aid" > "$STATE/attempts/.forged"
+	mv "$STATE/attempts/.forged" "$STATE/attempts/$aid.state"
+	# The worker names the file and the reason (status, and watch, whose
+	# stderr is the daemon's) ...
+	run --separate-stderr cardbaton-worker -d "$STATE" status "$aid"
+	[ "$status" -eq 71 ]
+	[ "${stderr_lines[0]}" = "cardbaton-worker: attempts/$aid.state: %00 (a NUL byte) in a value" ]
+	[ -z "$output" ]
+	wait_for 10 'grep -qxF "cardbaton-worker: attempts/$aid.state: %00 (a NUL byte) in a value" "$T/daemon.log"'
+	# ... and the job is not taken as succeeded: it runs on, and ends as
+	# it really does once its own state file is written.
+	[ "$(jstate)" = running ]
+	echo 'attempt 0' > "$T/go"
+	wait_for 30 '[ "$(jstate)" = succeeded ]'
+	[ "$(st --json "$id" | json 'd["jobs"][0]["reason"]')" = "exit status 0" ]
+	# A launch spec on stdin, and a request on watch's: refused whole.
+	printf 'attempt d1-1\narg tr%%00ue\nend\n' > "$T/spec.in"
+	run --separate-stderr cardbaton-worker -d "$STATE" launch < "$T/spec.in"
+	failed 65 cardbaton-worker
+	says "cardbaton-worker: bad spec: %00 (a NUL byte) in a value"
+	printf 'request launch\nattempt d1-2\narg true%%00\nend\n' > "$T/watch.in"
+	run --separate-stderr cardbaton-worker -d "$STATE" watch < "$T/watch.in"
+	[ "$status" -eq 71 ]
+	[ "${lines[0]}" = "ready 1" ]
+	not grep -q '^reply' <<< "$output"
+	says "cardbaton-worker: watch: bad request: %00 (a NUL byte) in a value"
+	[ ! -e "$STATE/attempts/d1-1" ] && [ ! -e "$STATE/attempts/d1-2" ]
+}
+
 # ---- sizes ----------------------------------------------------------------------
 
 @test "huge: a 100 MB file in new/ is rejected unread; 100 MB or endless --job input is 65" {
@@ -541,6 +612,10 @@ asan() { ldd "$CB_BUILD/cardbaton-submit" 2>/dev/null | grep -q libasan; }
 	refused args.job "args.job:1: command: more than 4096 items"
 	python3 -c 'import json; print(json.dumps({"command": ["true"], "env": {"V%d" % i: "x" for i in range(4097)}}))' > env.job
 	refused env.job "env.job:1: env: more than 4096 entries"
+	python3 -c 'import json; print(json.dumps({"command": ["true"], "resume_command": ["r"] + ["a"] * 4096}))' > rargs.job
+	refused rargs.job "rargs.job:1: resume_command: more than 4096 items"
+	printf 'command: [true]\nresume_command: [r, "%s"]\n' "$big" > rarg.job
+	refused rarg.job "rarg.job:2: value longer than 65536 bytes"
 	# 100k entries fit in 1 MiB of YAML: the value count stops them.
 	python3 -c '
 import itertools, string
@@ -559,6 +634,8 @@ for k in itertools.islice(itertools.product(string.ascii_letters, repeat=3), 100
 	rejected_as arg1m.job "is larger than 1 MiB"
 	rejected_as args.job "args.job:1: command: more than 4096 items"
 	rejected_as env.job "env.job:1: env: more than 4096 entries"
+	rejected_as rargs.job "rargs.job:1: resume_command: more than 4096 items"
+	rejected_as rarg.job "rarg.job:2: value longer than 65536 bytes"
 	[ -n "$(reason env100k.job)" ]
 	nothing_queued
 	# The same through flags: usage errors naming what is too big.
@@ -581,7 +658,8 @@ for k in itertools.islice(itertools.product(string.ascii_letters, repeat=3), 100
 	failed 64 cardbaton-submit
 	says "cardbaton-submit: --env: more than 4096 variables"
 	# The limits themselves are accepted.
-	python3 -c 'import json; print(json.dumps({"command": ["true"] + ["a"] * 4095, "gpu_count": 0, "env": {"V%d" % i: "x" for i in range(4096)}}))' > max.job
+	python3 -c 'import json; print(json.dumps({"command": ["true"] + ["a"] * 4095, "gpu_count": 0, "env": {"V%d" % i: "x" for i in range(4096)},
+		"resume_command": ["r"] + ["a"] * 4095}))' > max.job
 	sub --job max.job >/dev/null
 	sub --gpu-count 0 -- echo "$(head -c 65536 /dev/zero | tr '\0' x)" >/dev/null
 }

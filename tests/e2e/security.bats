@@ -13,6 +13,7 @@
 #     on the local node and through ssh (whose remote side is a shell);
 #   - bootstrap keeps every authorized_keys entry byte for byte, is
 #     idempotent, and a kill -9 mid-write leaves the old file whole;
+#     bootstraps at once each add their key (flock(1), or a mkdir lock);
 #   - a second controller on the same remote_state_dir never gets a
 #     card whose lease the first one's job holds.
 
@@ -443,7 +444,8 @@ boot() { in_client cardbaton-bootstrap --config "$C" --node host1 --public-key "
 	{ cat "$T/ak.orig"; printf '\n%s\n' "$KEY"; } > "$T/ak.want"
 	cmp "$T/ak.want" "$AK"
 	[ "$(stat -c %a "$AK")" = 600 ]
-	[ "$(ls -A "$(host_home 1)/.ssh")" = authorized_keys ]
+	# Nothing else left but the lock (flock(1) is on the host).
+	[ "$(ls -A "$(host_home 1)/.ssh" | grep -vx '\.authorized_keys\.cardbaton\.lock')" = authorized_keys ]
 	# Again: nothing changes, not even the file.
 	ino=$(stat -c %i "$AK")
 	boot
@@ -492,7 +494,7 @@ boot() { in_client cardbaton-bootstrap --config "$C" --node host1 --public-key "
 		wait "$bpid" && false
 		cmp "$T/ak.orig" "$AK"
 		# What the crash interrupted: a temporary file beside it.
-		tmp=$(ls -A "$(host_home 1)/.ssh" | grep -v '^authorized_keys$')
+		tmp=$(ls -A "$(host_home 1)/.ssh" | grep -v -e '^authorized_keys$' -e '^\.authorized_keys\.cardbaton\.lock$')
 		[ -n "$tmp" ]
 		if [ $step = cat ]; then
 			[ "$(stat -c %s "$(host_home 1)/.ssh/$tmp")" -lt "$(stat -c %s "$AK")" ]
@@ -501,6 +503,96 @@ boot() { in_client cardbaton-bootstrap --config "$C" --node host1 --public-key "
 	done
 	boot
 	{ cat "$T/ak.orig"; printf '\n%s\n' "$KEY"; } | cmp - "$AK"
+}
+
+# boot_all AK CONFIG NODE N: N bootstraps at once into the account whose
+# authorized_keys is AK, each of a key of its own ($T/cI.pub), all
+# through `sync` slowed down on the node's PATH (the window between
+# reading the file and the rename, where a second run without the lock
+# loses the first one's key); then checks that each key is there
+# exactly once, after the old entries kept byte for byte ($T/ak.orig),
+# and that nothing but the lock is left in ~/.ssh.
+boot_all() {
+	local ak=$1 cfg=$2 node=$3 n=$4 i pids=() want got
+	for i in $(seq 1 "$n"); do
+		[ -e "$T/c$i.pub" ] || ssh-keygen -q -t ed25519 -N '' -C "concurrent $i" -f "$T/c$i" </dev/null
+	done
+	for i in $(seq 1 "$n"); do
+		in_client cardbaton-bootstrap --config "$cfg" --node "$node" --public-key "$T/c$i.pub" 2>>"$T/boot.err" &
+		pids+=($!)
+	done
+	for i in "${pids[@]}"; do wait "$i" || { cat "$T/boot.err" >&2; return 1; }; done
+	cmp -n "$(stat -c %s "$T/ak.orig")" "$T/ak.orig" "$ak"
+	want=$(for i in $(seq 1 "$n"); do cat "$T/c$i.pub"; done | sort)
+	got=$(tail -c +"$(( $(stat -c %s "$T/ak.orig") + 1 ))" "$ak" | sed '1{/^$/d}' | sort)
+	[ "$got" = "$want" ] || { echo "keys added: $got"$'\n'"wanted: $want" >&2; return 1; }
+	[ "$(stat -c %a "$ak")" = 600 ]
+	[ "$(ls -A "$(dirname "$ak")" | grep -v -e '^authorized_keys$' -e '^\.authorized_keys\.cardbaton\.lock$')" = "" ]
+}
+
+@test "bootstraps of one SSH account at once, each of its own key: every key added exactly once, the old entries kept byte for byte" {
+	needs_hosts
+	keys
+	ssh_config
+	printf '# by hand\n%s\n%s last, no newline' "$OTHER1" "$OTHER2" > "$AK"
+	cp "$AK" "$T/ak.orig"
+	printf '#!/bin/sh\nsleep 0.2\nexec /bin/sync "$@"\n' > "$(host_bin_dir 1)/sync"
+	chmod +x "$(host_bin_dir 1)/sync"
+	boot_all "$AK" "$C" host1 8
+	# flock(1) is on the host: the lock is a file, kept.
+	[ -f "$(host_home 1)/.ssh/.authorized_keys.cardbaton.lock" ]
+}
+
+# fake_node PATHDIR: node "acct" reached through $T/fakessh, which runs
+# the remote command here under /bin/sh, as an account whose home is
+# $T/acct and whose PATH is PATHDIR, holding the commands the bootstrap
+# uses (and flock only when FLOCK=1), `sync` slowed down.
+fake_node() {
+	local c
+	mkdir -p "$1" "$T/acct/.ssh"
+	for c in awk cat chmod mkdir mv rm rmdir sleep tail ${FLOCK:+flock}; do
+		[ -e "$1/$c" ] || ln -s "$(command -v "$c")" "$1/$c"
+	done
+	printf '#!/bin/sh\nsleep 0.2\nexec %s "$@"\n' "$(command -v sync)" > "$1/sync"
+	printf '#!/bin/sh\nfor a; do c=$a; done\nexec env -i HOME=%s PATH=%s /bin/sh -c "$c"\n' "$T/acct" "$1" > "$T/fakessh"
+	chmod +x "$1/sync" "$T/fakessh"
+	printf 'spool: ./spool\nssh_command: [%s]\nnodes:\n  acct:\n    ssh: acct\n' "$T/fakessh" > "$C"
+}
+
+@test "bootstraps at once on a node without flock(1): a mkdir lock, removed after; a lock left behind is waited for (bounded), named, never broken" {
+	in_client() { "$@"; }
+	keys
+	AK=$T/acct/.ssh/authorized_keys
+	for FLOCK in 1 ''; do
+		rm -rf "$T/acct" "$T/path"
+		fake_node "$T/path"
+		printf '%s\n%s' "$OTHER1" "$OTHER2" > "$AK"
+		cp "$AK" "$T/ak.orig"
+		boot_all "$AK" "$C" acct 6
+		if [ -n "$FLOCK" ]; then
+			[ -f "$T/acct/.ssh/.authorized_keys.cardbaton.lock" ]
+		else
+			[ ! -e "$T/acct/.ssh/.authorized_keys.cardbaton.lock" ]
+		fi
+	done
+	# A lock directory left by a run killed with -9: refused once the
+	# wait is over (sleep made instant here), the file and the lock
+	# untouched.
+	mkdir "$T/acct/.ssh/.authorized_keys.cardbaton.lock.d"
+	printf '#!/bin/sh\nexit 0\n' > "$T/path/sleep.tmp"
+	chmod +x "$T/path/sleep.tmp"
+	mv -f "$T/path/sleep.tmp" "$T/path/sleep"
+	cp "$AK" "$T/ak.before"
+	run --separate-stderr cardbaton-bootstrap --config "$C" --node acct --public-key "$T/newkey.pub"
+	failed 69 cardbaton-bootstrap
+	[ "$stderr" = "cardbaton-bootstrap: acct: $T/acct/.ssh/.authorized_keys.cardbaton.lock.d: there for 20 s: remove it if no bootstrap is running" ]
+	cmp "$T/ak.before" "$AK"
+	[ -d "$T/acct/.ssh/.authorized_keys.cardbaton.lock.d" ]
+	# Removed, the next run adds the key.
+	rmdir "$T/acct/.ssh/.authorized_keys.cardbaton.lock.d"
+	cardbaton-bootstrap --config "$C" --node acct --public-key "$T/newkey.pub"
+	{ cat "$T/ak.before"; printf '%s\n' "$KEY"; } | cmp - "$AK"
+	[ "$(ls -A "$T/acct/.ssh")" = authorized_keys ]
 }
 
 # ---- two controllers, one node state directory --------------------------------

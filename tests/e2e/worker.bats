@@ -544,7 +544,9 @@ go() {
 	bad 'attempt d0-1\narg true\ntimeout -5\nend\n'
 	bad 'attempt d0-1\narg true\nidle_mib lots\nend\n'
 	bad 'attempt d0-1\narg true\nresumable 2\nend\n'
-	bad 'attempt d0-1\narg a%%00b\nend\n'                # NUL in argv
+	bad 'attempt d0-1\narg a%%00b\nend\n'                # a bad escape
+	bad 'attempt d0-1\narg a%00b\nend\n'                 # NUL in argv
+	[ "$output" = "cardbaton-worker: bad spec: %00 (a NUL byte) in a value" ]
 	bad 'attempt d0-1\narg a b\nend\n'                   # unescaped space
 	bad 'attempt d0-1\nBAD x\nend\n'
 	[ -z "$(ls -A "$STATE/attempts")" ]

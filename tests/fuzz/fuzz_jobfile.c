@@ -9,7 +9,10 @@
  *    giving back the same job_def: jobdef_to_json -> jobdef_from_json
  *    (the job record), and the JSON text `cardbaton submit` writes into
  *    new/ -> jobdef_parse (the daemon reading it back);
- *  - jobdef_merge onto an empty job_def copies it exactly.
+ *  - jobdef_merge onto an empty job_def copies it exactly;
+ *  - resume_command is set exactly when the field is given; a list
+ *    (resume_argv, at least one word, the first not empty) comes with
+ *    its display string, shell_join of the list.
  */
 #include <cJSON.h>
 
@@ -36,7 +39,9 @@ static int jd_eq(const struct job_def *a, const struct job_def *b)
 	return a->set == b->set && strv_eq(a->argv, a->argc, b->argv, b->argc) &&
 	       opt_eq(a->shell, b->shell) && opt_eq(a->cwd, b->cwd) &&
 	       opt_eq(a->node, b->node) && opt_eq(a->name, b->name) &&
-	       opt_eq(a->resume_command, b->resume_command) && a->ngpus == b->ngpus &&
+	       opt_eq(a->resume_command, b->resume_command) &&
+	       strv_eq(a->resume_argv, a->resume_argc, b->resume_argv, b->resume_argc) &&
+	       a->ngpus == b->ngpus &&
 	       (!a->ngpus || !memcmp(a->gpus, b->gpus, a->ngpus * sizeof *a->gpus)) &&
 	       a->gpu_count == b->gpu_count && a->priority == b->priority &&
 	       a->timeout_seconds == b->timeout_seconds &&
@@ -74,6 +79,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(jd.priority >= PRIO_MIN && jd.priority <= PRIO_MAX);
 	FUZZ_CHECK(jd.gpu_count >= 0 && jd.gpu_count <= GPU_COUNT_MAX);
 	FUZZ_CHECK(!(jd.set & JF_GPUS) || jd.ngpus > 0);
+	FUZZ_CHECK(!!(jd.set & JF_RESUME) == !!jd.resume_command);
+	FUZZ_CHECK(!jd.resume_argv == !jd.resume_argc);
+	if (jd.resume_argv) {
+		char *shown = shell_join(jd.resume_argv, jd.resume_argc);
+
+		FUZZ_CHECK(jd.resume_argc <= JOB_MAX_ARGS && jd.resume_argv[0][0]);
+		FUZZ_CHECK(shown && !strcmp(shown, jd.resume_command));
+		free(shown);
+	}
 	if (jobdef_check(&jd, "new/x.job", &err) < 0) {
 		FUZZ_CHECK(err.msg && fuzz_one_line(err.msg));
 		cb_err_free(&err);

@@ -7,7 +7,8 @@
  * Properties:
  *  - wire_parse consumes a whole record ending in the line "end", or
  *    asks for more (0), or refuses it with a reason; every value is
- *    NUL-terminated at its length;
+ *    NUL-terminated at its length and holds no other NUL: a record
+ *    with %00 is refused, never read cut short;
  *  - what wire_format writes, wire_parse reads back to the same fields,
  *    and formatting that again gives the same bytes (one canonical
  *    text per record);
@@ -80,10 +81,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else {
 		FUZZ_CHECK(used >= 4 && !memcmp(buf + used - 4, "end\n", 4));
 		FUZZ_CHECK(used == 4 || buf[used - 5] == '\n');
+		/* Every '%' of an accepted record starts an escape. */
+		FUZZ_CHECK(!memmem(buf, (size_t)used, "%00", 3));
 		for (size_t i = 0; i < r.n; i++) {
 			FUZZ_CHECK(r.f[i].key[0] && strspn(r.f[i].key, "abcdefghijklmnopqrstuvwxyz0123456789_") ==
 				   strlen(r.f[i].key));
 			FUZZ_CHECK(r.f[i].val[r.f[i].len] == '\0');
+			FUZZ_CHECK(strlen(r.f[i].val) == r.f[i].len);
 		}
 		check_ll(&r);
 

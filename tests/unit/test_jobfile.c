@@ -68,6 +68,7 @@ static int jd_eq(const struct job_def *a, const struct job_def *b)
 	       opt_eq(a->shell, b->shell) && opt_eq(a->cwd, b->cwd) &&
 	       opt_eq(a->node, b->node) && opt_eq(a->name, b->name) &&
 	       opt_eq(a->resume_command, b->resume_command) &&
+	       strv_eq(a->resume_argv, a->resume_argc, b->resume_argv, b->resume_argc) &&
 	       a->ngpus == b->ngpus &&
 	       (!a->ngpus || !memcmp(a->gpus, b->gpus, a->ngpus * sizeof *a->gpus)) &&
 	       a->gpu_count == b->gpu_count && a->priority == b->priority &&
@@ -238,6 +239,28 @@ static void test_json(void)
 	CHECK(strstr(bad("{\"command\": [\"\\ud83d\"]}"), "job.yaml:1: ") == msg);
 }
 
+/* "HEAD: [a0,a1,...]": a list of 4096 words is taken, one of 4097
+ * refused with the message WANT. */
+static void word_limit(const char *head, const char *want)
+{
+	for (int n = 4096; n <= 4097; n++) {
+		struct sbuf b = { 0 };
+		struct job_def jd;
+
+		sbuf_addf(&b, "%s: [", head);
+		for (int i = 0; i < n; i++)
+			sbuf_addf(&b, "%sa%d", i ? "," : "", i);
+		sbuf_addf(&b, "]\n");
+		if (n == 4096) {
+			CHECK(parse(b.s, &jd) == 0 && (jd.argc == 4096 || jd.resume_argc == 4096));
+			jobdef_free(&jd);
+		} else {
+			CHECK_STR(bad(b.s), want);
+		}
+		sbuf_free(&b);
+	}
+}
+
 static void test_errors(void)
 {
 	char *big;
@@ -362,18 +385,8 @@ static void test_errors(void)
 	free(big);
 	{
 		struct sbuf b = { 0 };
-		struct job_def jd;
 
-		sbuf_addf(&b, "command: [");
-		for (int i = 0; i < 4096; i++)
-			sbuf_addf(&b, "%sa%d", i ? "," : "", i);
-		sbuf_addf(&b, "]\n");
-		CHECK(parse(b.s, &jd) == 0 && jd.argc == 4096);
-		jobdef_free(&jd);
-		b.len -= 2;
-		sbuf_addf(&b, ",z]\n");
-		CHECK_STR(bad(b.s), "job.yaml:1: command: more than 4096 items");
-		sbuf_free(&b);
+		word_limit("command", "job.yaml:1: command: more than 4096 items");
 
 		sbuf_addf(&b, "command: [a]\nenv:\n");
 		for (int i = 0; i < 4097; i++)
@@ -397,7 +410,6 @@ static void test_errors(void)
 	CHECK_STR(bad("command: ['', b]\n"), "job.yaml:1: command[0]: must not be empty");
 	CHECK_STR(bad("command: [a]\ncwd: null\n"), "job.yaml:2: cwd: must be a string");
 	CHECK_STR(bad("command: [a]\ncwd: ''\n"), "job.yaml:2: cwd: must not be empty");
-	CHECK_STR(bad("command: [a]\nresume_command: [a]\n"), "job.yaml:2: resume_command: must be a string");
 	CHECK_STR(bad("command: [a]\nnode: lab a\n"),
 		  "job.yaml:2: node: must be a node name (1 to 64 of A-Z a-z 0-9 . _ -)");
 	CHECK_STR(bad("command: [a]\nnode: -oProxyCommand=x\n"),
@@ -445,6 +457,121 @@ static void test_errors(void)
 		CHECK(parse("command: [a]\ngpus: [4, 5]\ngpu_count: 2\n", &jd) == 0);
 		CHECK(jobdef_gpu_need(&jd) == 2);
 		jobdef_free(&jd);
+	}
+}
+
+/* resume_command: a list (exact argv) or a string (sh -c), with the
+ * rules of command. */
+static void test_resume_command(void)
+{
+	static const char *const refused[][2] = {
+		{ "[]", "job.yaml:2: resume_command: must not be empty" },
+		{ "''", "job.yaml:2: resume_command: must not be empty" },
+		{ "", "job.yaml:2: resume_command: must be a list of strings or a string" },
+		{ "{a: b}", "job.yaml:2: resume_command: must be a list of strings or a string" },
+		{ "['', b]", "job.yaml:2: resume_command[0]: must not be empty" },
+		{ "[a, ~]", "job.yaml:2: resume_command[1]: must be a string" },
+		{ "\n  - a\n  - [b]", "job.yaml:4: resume_command[1]: must be a string" },
+		{ "\n  - a\n  - {b: c}", "job.yaml:4: resume_command[1]: must be a string" },
+		{ "[\"a\\0b\"]", "job.yaml:2: resume_command[0]: must not contain a NUL character" },
+		{ "[a]\nresume_command: b", "job.yaml:3: resume_command: duplicate key" },
+	};
+	struct job_def jd;
+	char *doc;
+
+	CHECK(parse("command: [a]\nresume_command: [python3, train.py, --resume, \"a b\", '$X', \"it's\"]\n",
+		    &jd) == 0);
+	CHECK(jd.set == (JF_COMMAND | JF_RESUME));
+	CHECK(strv_eq(jd.resume_argv, jd.resume_argc,
+		      (char *[]){ "python3", "train.py", "--resume", "a b", "$X", "it's" }, 6));
+	/* resume_command is set (the job is resumable): the list shown. */
+	CHECK_STR(jd.resume_command, "python3 train.py --resume 'a b' '$X' 'it'\\''s'");
+	jobdef_free(&jd);
+	CHECK(jd.resume_argv == NULL && jd.resume_command == NULL);
+	/* Scalars in the list are their text, as in command; JSON too. */
+	CHECK(parse("command: [a]\nresume_command:\n  - r\n  - 10\n  - true\n  - ''\n", &jd) == 0);
+	CHECK(strv_eq(jd.resume_argv, jd.resume_argc, (char *[]){ "r", "10", "true", "" }, 4));
+	jobdef_free(&jd);
+	CHECK(parse("{\"command\": \"a\", \"resume_command\": [\"r\", \"--from\", \"x y\"]}", &jd) == 0);
+	CHECK(jd.resume_argc == 3 && jd.argv == NULL);
+	CHECK_STR(jd.resume_command, "r --from 'x y'");
+	jobdef_free(&jd);
+	/* A string is still run by sh -c, and has no list. */
+	CHECK(parse("command: [a]\nresume_command: r --resume\n", &jd) == 0);
+	CHECK(jd.resume_argv == NULL && jd.resume_argc == 0);
+	CHECK_STR(jd.resume_command, "r --resume");
+	jobdef_free(&jd);
+
+	/* The rules of command. */
+	for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+		doc = xasprintf("command: [a]\nresume_command: %s\n", refused[i][0]);
+		CHECK(doc != NULL);
+		CHECK_STR(bad(doc), refused[i][1]);
+		free(doc);
+	}
+	/* At most 4096 words, as command. */
+	word_limit("command: [a]\nresume_command", "job.yaml:2: resume_command: more than 4096 items");
+
+	/* Merging: a list over a string, a string (--resume-command) over a list. */
+	{
+		struct job_def dst, src;
+
+		CHECK(parse("command: [a]\nresume_command: old string\n", &dst) == 0);
+		CHECK(parse("resume_command: [new, list]\n", &src) == 0);
+		CHECK(jobdef_merge(&dst, &src) == 0);
+		jobdef_free(&src);
+		CHECK(dst.resume_argc == 2 && dst.resume_argv && !strcmp(dst.resume_argv[1], "list"));
+		CHECK_STR(dst.resume_command, "new list");
+		CHECK(parse("resume_command: a string again\n", &src) == 0);
+		CHECK(jobdef_merge(&dst, &src) == 0);
+		jobdef_free(&src);
+		CHECK(dst.resume_argv == NULL && dst.resume_argc == 0);
+		CHECK_STR(dst.resume_command, "a string again");
+		CHECK(dst.argc == 1);
+		jobdef_free(&dst);
+	}
+}
+
+/* A job record (record.c) keeps a list resume_command through a write
+ * and a read; an older record with a string one still loads. */
+static void test_record_resume(void)
+{
+	static const char head[] =
+		"{\"id\": \"7\", \"rev\": 3, \"state\": \"paused\", \"reason\": \"checkpoint saved\", "
+		"\"priority\": 0, \"checkpoint\": \"/ck/1\", \"checkpoint_node\": \"local\", "
+		"\"job\": {\"command\": [\"train\"], \"resume_command\": ";
+	static const char *const forms[] = {
+		"[\"train\", \"--from\", \"a b $X\"]", "\"train --resume\"",
+	};
+
+	for (size_t i = 0; i < sizeof forms / sizeof *forms; i++) {
+		struct job j, k;
+		struct cb_err ce = { 0 };
+		char *rec = xasprintf("%s%s}, \"attempts\": []}\n", head, forms[i]), *t1 = NULL, *t2 = NULL;
+
+		CHECK(rec && job_from_json(rec, strlen(rec), &j, &ce) == 0);
+		CHECK(ce.msg == NULL);
+		if (i == 0) {
+			CHECK(j.def.resume_argc == 3 && j.def.resume_argv &&
+			      !strcmp(j.def.resume_argv[2], "a b $X"));
+			CHECK_STR(j.def.resume_command, "train --from 'a b $X'");
+		} else {
+			CHECK(j.def.resume_argv == NULL);
+			CHECK_STR(j.def.resume_command, "train --resume");
+		}
+		CHECK((t1 = job_to_json(&j)) != NULL);
+		CHECK(t1 && strstr(t1, i == 0 ? "\"resume_command\":\t[\"train\", \"--from\", \"a b $X\"]" :
+					   "\"resume_command\":\t\"train --resume\"") != NULL);
+		CHECK(t1 && job_from_json(t1, strlen(t1), &k, &ce) == 0);
+		CHECK(jd_eq(&j.def, &k.def));
+		CHECK((t2 = job_to_json(&k)) != NULL);
+		CHECK_STR(t2, t1);
+		free(rec);
+		free(t1);
+		free(t2);
+		job_free(&j);
+		job_free(&k);
+		cb_err_free(&ce);
 	}
 }
 
@@ -498,6 +625,7 @@ static void test_round_trip(void)
 		"name: \"\xe4\xb8\xad\\\\\"\nenv: {X: \"\\r\\n\", Y: '\\u00e9'}\n",
 		"command: [a]\npriority: -99999999\ntimeout_seconds: 315360000\n"
 		"checkpoint_grace_seconds: 0\ngpus: [1023, 0]\n",
+		"command: [a]\nresume_command: [r, \"x y\", '$Z', \"\\t\", \"\xc3\xa9\"]\n",
 	};
 
 	for (size_t i = 0; i < sizeof docs / sizeof *docs; i++) {
@@ -584,11 +712,6 @@ static void test_from_json(void)
 	CHECK(from("{\"command\":[\"a\"],\"gpus\":[0,1],\"env\":{\"A\":\"1\"}}") == 0);
 	CHECK(from("[]") == -1);
 	CHECK(from("\"x\"") == -1);
-	CHECK(from("{\"command\":5}") == -1);
-	CHECK(from("{\"command\":[]}") == -1);
-	CHECK(from("{\"command\":[\"\"]}") == -1);
-	CHECK(from("{\"command\":\"\"}") == -1);
-	CHECK(from("{\"command\":[\"a\",1]}") == -1);
 	CHECK(from("{\"command\":[\"a\"],\"bogus\":1}") == -1);
 	CHECK(from("{\"command\":[\"a\"],\"command\":[\"b\"]}") == -1);
 	CHECK(from("{\"priority\":1.5}") == -1);
@@ -609,6 +732,25 @@ static void test_from_json(void)
 	CHECK(from("{\"name\":null}") == -1);
 	CHECK(from("{\"node\":\"a b\"}") == -1);
 	CHECK(from("{\"cwd\":true}") == -1);
+	/* command and resume_command: the same rules (an old record's
+	 * resume_command is a string). */
+	for (size_t k = 0; k < 2; k++) {
+		static const char *const keys[] = { "command", "resume_command" };
+		static const char *const refused[] = {
+			"5", "[]", "[\"\"]", "\"\"", "[\"a\",1]", "[\"a\",null]", "[[\"a\"]]", "{\"a\":1}", "null",
+		};
+		char *j;
+
+		for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+			CHECK((j = xasprintf("{\"%s\":%s}", keys[k], refused[i])) != NULL);
+			CHECK(from(j) == -1);
+			free(j);
+		}
+		CHECK((j = xasprintf("{\"%s\":\"r\"}", keys[k])) && from(j) == 0);
+		free(j);
+		CHECK((j = xasprintf("{\"%s\":[\"r\",\"\"]}", keys[k])) && from(j) == 0);
+		free(j);
+	}
 	errno = 0;
 	CHECK(jobdef_from_json(NULL, &jd) == -1 && errno == EINVAL);
 	jobdef_free(&jd);
@@ -665,6 +807,8 @@ int main(void)
 	test_commands();
 	test_json();
 	test_errors();
+	test_resume_command();
+	test_record_resume();
 	test_check();
 	test_round_trip();
 	test_from_json();

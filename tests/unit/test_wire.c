@@ -152,6 +152,27 @@ static void test_parse(void)
 
 	/* A malformed line is an error even before the record is whole. */
 	CHECK(wire_parse("a b c\n", 6, &r, &why) == -1);
+
+	/* %00 is refused, not taken cut short at the NUL: every reader
+	 * uses values as C strings. */
+	{
+		static const char *const nul[] = {
+			"a x%00y\nend\n", "a %00\nend\n", "state succeeded%00x\nend\n",
+			"ok 1\nreason a%00\nend\n", "a %0041\nend\n", "a 1\nb %00\n", /* no end yet */
+		};
+
+		for (size_t i = 0; i < sizeof nul / sizeof nul[0]; i++) {
+			why = NULL;
+			errno = 0;
+			CHECK(wire_parse(nul[i], strlen(nul[i]), &r, &why) == -1);
+			CHECK(errno == EINVAL && r.n == 0 && r.f == NULL);
+			CHECK_STR(why, "%00 (a NUL byte) in a value");
+		}
+		/* Other escapes of low bytes are fine. */
+		CHECK(wire_parse("a %01%10%0a\nend\n", 16, &r, &why) == 16);
+		CHECK(r.n == 1 && r.f[0].len == 3 && !memcmp(r.f[0].val, "\x01\x10\n", 3));
+		wire_free(&r);
+	}
 }
 
 static void test_roundtrip(void)
@@ -163,8 +184,10 @@ static void test_roundtrip(void)
 	size_t i;
 	const char *why;
 
-	for (i = 0; i < 256; i++)
-		all[i] = (char)i;
+	/* Every byte but NUL, which no reader takes (below). */
+	for (i = 0; i < 255; i++)
+		all[i] = (char)(i + 1);
+	all[255] = 1;
 	CHECK(wire_addn(&a, "bytes", all, sizeof all) == 0);
 	CHECK(wire_add(&a, "k_9", "%%41") == 0);
 	n = wire_format(&a, &s);
@@ -185,6 +208,17 @@ static void test_roundtrip(void)
 	free(s);
 	wire_free(&a);
 	wire_free(&b);
+
+	/* A value with a NUL is written (as %00), and refused when read. */
+	CHECK(wire_addn(&a, "raw", "x\0y", 3) == 0);
+	n = wire_format(&a, &s);
+	CHECK(n > 0);
+	CHECK_STR(s, "raw x%00y\nend\n");
+	why = NULL;
+	CHECK(wire_parse(s, (size_t)n, &b, &why) == -1 && b.n == 0);
+	CHECK_STR(why, "%00 (a NUL byte) in a value");
+	free(s);
+	wire_free(&a);
 }
 
 /* wire_read from a FILE: records one after the other, EOF, errors. */
@@ -221,6 +255,15 @@ static void test_read(void)
 	rewind(fp);
 	why = NULL;
 	CHECK(wire_read(fp, &r, &why) == -1 && errno == EINVAL && why != NULL);
+	fclose(fp);
+
+	/* A %00 read from a file (a state file, the spec on stdin). */
+	fp = tmpfile();
+	fputs("attempt a\narg x%00y\nend\n", fp);
+	rewind(fp);
+	why = NULL;
+	CHECK(wire_read(fp, &r, &why) == -1 && errno == EINVAL && r.n == 0);
+	CHECK_STR(why, "%00 (a NUL byte) in a value");
 	fclose(fp);
 
 	/* Longer than WIRE_MAX_RECORD: refused, not read to the end. */
