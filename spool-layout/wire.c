@@ -502,3 +502,31 @@ int wire_write_fd(int fd, const struct wire_rec *r)
 	free(b);
 	return 0;
 }
+
+static const char *const wire_state_names[WS_N] = {
+	[WS_STARTING] = "starting", [WS_BUSY] = "busy", [WS_RUNNING] = "running",
+	[WS_PAUSING] = "pausing", [WS_PAUSED] = "paused", [WS_SUCCEEDED] = "succeeded",
+	[WS_FAILED] = "failed", [WS_CANCELLED] = "cancelled", [WS_LOST] = "lost",
+	[WS_UNKNOWN] = "unknown",
+};
+
+const char *wire_state_name(enum wire_state s)
+{
+	return (unsigned)s < WS_N ? wire_state_names[s] : "?";
+}
+
+int wire_state_parse(const char *s, enum wire_state *out)
+{
+	for (int i = 0; s && i < WS_N; i++)
+		if (!strcmp(s, wire_state_names[i])) {
+			*out = (enum wire_state)i;
+			return 0;
+		}
+	return -1;
+}
+
+int wire_state_final(enum wire_state s)
+{
+	return s == WS_PAUSED || s == WS_SUCCEEDED || s == WS_FAILED || s == WS_CANCELLED ||
+	       s == WS_LOST;
+}

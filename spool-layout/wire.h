@@ -74,4 +74,22 @@ int wire_read(FILE *fp, struct wire_rec *r, const char **why);
 /* Write R to FD completely.  Return 0 or -1 with errno. */
 int wire_write_fd(int fd, const struct wire_rec *r);
 
+/*
+ * The states of an attempt on a node, as the worker writes them in
+ * attempts/ID.state and says them (status, watch, launch): the one
+ * list the worker and the controller share.  starting: leases taken,
+ * job not yet started; busy: a card was busy, nothing started (never
+ * on disk); unknown: status has no record of the attempt.  The final
+ * ones: paused succeeded failed cancelled lost.
+ */
+enum wire_state {
+	WS_STARTING, WS_BUSY, WS_RUNNING, WS_PAUSING, WS_PAUSED,
+	WS_SUCCEEDED, WS_FAILED, WS_CANCELLED, WS_LOST, WS_UNKNOWN,
+	WS_N
+};
+const char *wire_state_name(enum wire_state s);
+/* 0 and *OUT, or -1 for a name that is none of them (or NULL). */
+int wire_state_parse(const char *s, enum wire_state *out);
+int wire_state_final(enum wire_state s);
+
 #endif

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "spoold.h"
+#include "table.h"
 
 static void set_str(char **dst, const char *src)
 {
@@ -73,6 +74,7 @@ struct sub {
 static int queue_incoming(struct daemon *d, struct sub *v, size_t n);
 static void cancel_running(struct daemon *d, struct rent *e);
 static void attempt_over(struct daemon *d, struct rent *e);
+static int send_launch(struct daemon *d, struct rent *e);
 
 /* Move S from new/ to incoming/ under its ID -- a fresh one when its
  * name's own is taken there: 0, or -1 with errno (ENOENT: it is gone;
@@ -499,62 +501,160 @@ static int enqueue(struct daemon *d, const struct job *j)
 	return r;
 }
 
-void note_waiting(struct daemon *d, struct qent *e, const char *why)
-{
-	struct cb_err err = { 0 };
-	struct job j;
-	char *r;
+/* ---- the one step of every transition (table.h) ----------------------- */
 
-	if (e->never_noted)
-		return;         /* once per queue entry: no read per pass */
-	if (!(r = xasprintf("waiting: %s", why)))
-		return;
-	if (spool_load(&d->sp, SD_QUEUED, e->name, &j, &err) < 0) {
-		logmsg("%s", err.msg ? err.msg : "out of memory");
-		cb_err_free(&err);
-		free(r);
-		return;
+/* Where job ID's record is: its directory and name (malloc'd), or -1
+ * when it is in none of queued/ running/ paused/. */
+static int locate(struct daemon *d, long long id, enum spool_dir *dir, char **name)
+{
+	struct qent *qe = q_find(d, id);
+
+	if (qe) {
+		*dir = SD_QUEUED;
+		return (*name = strdup(qe->name)) ? 0 : -1;
 	}
-	if (!j.reason || strcmp(j.reason, r)) {
-		free(j.reason);
-		j.reason = r;
-		r = NULL;
-		if (put(d, &j, SD_QUEUED, e->name) == 0) {
-			logmsg("job %lld: %s", j.id, j.reason);
-			e->never_noted = 1;
-		}
-	} else {
-		e->never_noted = 1;
+	if (!(*name = name_plain(id)))
+		return -1;
+	if (r_find(d, id)) {
+		*dir = SD_RUNNING;
+		return 0;
 	}
-	free(r);
-	job_free(&j);
+	if (faccessat(d->sp.dir[SD_PAUSED], *name, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
+		*dir = SD_PAUSED;
+		return 0;
+	}
+	free(*name);
+	*name = NULL;
+	return -1;
 }
 
-/* The attempt did not start (cards busy, GPU query failed): back to
- * queued with its place kept (same priority, ID and queued_at). */
-static int requeue(struct daemon *d, struct rent *e, const char *why)
+static int running_state(enum job_state s)
 {
-	struct job j;
-	struct attempt *a;
-	char *name;
-	int r = -1;
+	return s == JS_RUNNING || s == JS_PAUSING;
+}
 
-	if (load_running(d, e->id, &j, &name) < 0)
+static int node_ev(enum job_event ev)
+{
+	return ev >= EV_STARTED && ev <= EV_LOST;
+}
+
+/* After J (job ID) went from FROM to its state through EV: the
+ * daemon's memory follows the record, and the node is asked what the
+ * new state asks of it. */
+static void follow(struct daemon *d, struct job *j, enum job_state from, enum job_event ev,
+		   const struct ev_arg *a)
+{
+	struct qent *qe = q_find(d, j->id);
+	struct rent *re = r_find(d, j->id);
+	const struct attempt *at = job_last_attempt(j);
+
+	if (re && node_ev(ev))
+		re->launching = 0;
+	if (ev == EV_PROMOTE && qe)
+		logmsg("job %lld: priority %lld -> %lld", j->id, qe->prio, j->priority);
+	else if (from != j->state)
+		logmsg("job %lld: %s%s%s", j->id, job_state_name(j->state), j->reason ? ": " : "",
+		       j->reason ? j->reason : "");
+	if (qe && (j->state != JS_QUEUED || ev == EV_PROMOTE)) {
+		q_remove(d, qe);
+		qent_free(qe);
+		d->dirty = 1;
+	}
+	/* Queued again before the attempt is let go: a cancel kept for it
+	 * then finds the job in the queue. */
+	if (j->state == JS_QUEUED && (from != JS_QUEUED || ev == EV_PROMOTE))
+		enqueue(d, j);
+	if (re && running_state(from) && !running_state(j->state)) {
+		if (node_ev(ev))
+			cards_freed(d, &d->nodes[re->node], re->aid);
+		d->dirty = 1;
+		attempt_over(d, re);
+		re = NULL;
+	}
+	switch (ev) {
+	case EV_PLACE:
+		if (r_add(d, j->id, at->id, a->node_index, 1) < 0) {
+			logmsg("job %lld: out of memory", j->id);
+			return;
+		}
+		logmsg("job %lld: attempt %s on %s", j->id, at->id, at->node);
+		CRASH_POINT("launch: attempt recorded", NULL);
+		send_launch(d, &d->r[d->nr - 1]);
+		break;
+	case EV_CANCEL:
+		if (re)
+			cancel_running(d, re);
+		break;
+	case EV_PAUSE:
+		if (!j->def.resume_command)
+			logmsg("job %lld: pause: not resumable (no resume_command)", j->id);
+		else if (re && re->pause.pid > 0)
+			logmsg("job %lld: pause: asked already", j->id);
+		else if (re)
+			acall_start(d, &d->nodes[re->node], &re->pause,
+				    (const char *const[]){ "pause", re->aid, NULL }, NODE_QUERY_MS);
+		break;
+	default:
+		break;
+	}
+}
+
+/*
+ * The one way a job's record changes: EV happens to job ID.  Its record
+ * is loaded once, the table's row for its state applied (a node's word
+ * about an attempt other than its last one is not), written once
+ * through spool_put, and then followed (above).  1: a row applied; 0:
+ * no row (the job is in no state that takes EV), or not found; -1: the
+ * record could not be read or written (said; write_failed stalls).
+ */
+static int job_step(struct daemon *d, long long id, enum job_event ev, const struct ev_arg *a)
+{
+	const struct transition *t;
+	struct cb_err err = { 0 };
+	enum spool_dir dir;
+	enum job_state from;
+	const struct attempt *at;
+	struct job j;
+	char *name;
+	int r;
+
+	if (locate(d, id, &dir, &name) < 0)
+		return 0;
+	if (spool_load(&d->sp, dir, name, &j, &err) < 0) {
+		logmsg("%s", err.msg ? err.msg : "out of memory");
+		cb_err_free(&err);
+		free(name);
 		return -1;
-	a = job_last_attempt(&j);
-	a->state = AS_ABORTED;
-	set_str(&a->reason, why);
-	j.state = JS_QUEUED;
-	free(j.reason);
-	j.reason = xasprintf("waiting: %s", why);
-	if (put(d, &j, SD_RUNNING, name) < 0 || enqueue(d, &j) < 0)
+	}
+	from = j.state;
+	at = job_last_attempt(&j);
+	if (!(t = transition(from, ev)) || (a->aid && ev != EV_PLACE && (!at || strcmp(at->id, a->aid)))) {
+		r = 0;
 		goto out;
-	attempt_over(d, e);
-	r = 0;
+	}
+	if ((r = transition_apply(t, &j, a, now_ms())) < 0) {
+		logmsg("job %lld: %s: out of memory", id, job_event_name(ev));
+		goto out;
+	}
+	if (r && put(d, &j, dir, name) < 0) {
+		r = -1;
+		goto out;
+	}
+	follow(d, &j, from, ev, a);
+	r = 1;
 out:
 	free(name);
 	job_free(&j);
 	return r;
+}
+
+void note_waiting(struct daemon *d, struct qent *e, const char *why)
+{
+	struct ev_arg a = { .why = why };
+
+	/* Once per queue entry: no read per pass. */
+	if (!e->never_noted && job_step(d, e->id, EV_WAIT, &a) == 1 && (e = q_find(d, e->id)))
+		e->never_noted = 1;
 }
 
 /* Ask the node to launch E's current attempt (first time or again),
@@ -592,33 +692,6 @@ static int send_launch(struct daemon *d, struct rent *e)
 	return r;
 }
 
-/* E's launch has failed for good (the worker refused its spec). */
-static int launch_refused(struct daemon *d, struct rent *e, const char *err)
-{
-	struct job j;
-	struct attempt *a;
-	char *name, *msg = xasprintf("launch refused: %s", *err ? err : "bad spec");
-	int r = -1;
-
-	if (!msg || load_running(d, e->id, &j, &name) < 0) {
-		free(msg);
-		return -1;
-	}
-	a = job_last_attempt(&j);
-	a->state = AS_FAILED;
-	set_str(&a->reason, msg);
-	a->finished = now_ms();
-	j.state = JS_FAILED;
-	set_str(&j.reason, msg);
-	j.finished = a->finished;
-	if ((r = put(d, &j, SD_RUNNING, name)) == 0)
-		attempt_over(d, e);
-	free(msg);
-	free(name);
-	job_free(&j);
-	return r;
-}
-
 int launch_answered(struct daemon *d, struct rent *e, struct node_reply *rep)
 {
 	struct node *n = &d->nodes[e->node];
@@ -643,11 +716,11 @@ int launch_answered(struct daemon *d, struct rent *e, struct node_reply *rep)
 		if (!why || !*why)
 			why = *rep->err ? rep->err : "cards busy at launch";
 		logmsg("job %lld: not started on %s: %s", e->id, n->conf->name, why);
-		r = requeue(d, e, why);
+		r = job_step(d, e->id, EV_BUSY, &(struct ev_arg){ .why = why, .aid = e->aid });
 		break;
 	case EX_DATAERR_:       /* the worker refused the spec: final */
 		node_ok(d, e->node);
-		r = launch_refused(d, e, rep->err);
+		r = job_step(d, e->id, EV_REFUSED, &(struct ev_arg){ .why = rep->err, .aid = e->aid });
 		break;
 	default:
 		/* Transport failure, lost reply, timeout: the attempt stays
@@ -661,208 +734,40 @@ int launch_answered(struct daemon *d, struct rent *e, struct node_reply *rep)
 
 int launch(struct daemon *d, struct qent *e, size_t node, const int *gpus, size_t ngpus)
 {
-	struct job j;
-	struct attempt *a;
-	struct cb_err err = { 0 };
-	struct rent *re;
-	char *qname = e->name;
-	int r = -1;
+	struct ev_arg a = { .node = d->nodes[node].conf->name, .gpus = gpus, .ngpus = ngpus,
+			    .node_index = node, .spool_id = d->sp.id };
 
-	if (spool_load(&d->sp, SD_QUEUED, qname, &j, &err) < 0) {
-		logmsg("%s", err.msg);
-		cb_err_free(&err);
-		return -1;
-	}
-	if (!(a = job_new_attempt(&j)) || !(a->id = attempt_id(d->sp.id, j.id, a->n)) ||
-	    !(a->node = strdup(d->nodes[node].conf->name)) ||
-	    (ngpus && !(a->gpus = malloc(ngpus * sizeof *gpus))))
-		goto out;
-	if (ngpus)
-		memcpy(a->gpus, gpus, ngpus * sizeof *gpus);
-	a->ngpus = ngpus;
-	a->state = AS_LAUNCHING;
-	j.state = JS_RUNNING;
-	free(j.reason);
-	j.reason = xasprintf("launching on %s", a->node);
-	/* The attempt ID is on disk before the node hears of it. */
-	if (put(d, &j, SD_QUEUED, qname) < 0)
-		goto out;
-	if (r_add(d, j.id, a->id, node, 1) < 0)
-		goto out;
-	q_remove(d, e);
-	qent_free(e);
-	re = &d->r[d->nr - 1];
-	logmsg("job %lld: attempt %s on %s", j.id, a->id, a->node);
-	CRASH_POINT("launch: attempt recorded", NULL);
-	r = send_launch(d, re);
-out:
-	job_free(&j);
-	return r;
-}
-
-/* ---- attempt state from the node ---------------------------------------- */
-
-static int set_uuids(struct attempt *a, const struct wire_rec *w)
-{
-	size_t n = 0;
-
-	for (size_t i = 0; i < w->n; i++)
-		if (!strcmp(w->f[i].key, "uuid"))
-			n++;
-	if (!n)
-		return 0;
-	for (size_t i = 0; i < a->nuuids; i++)
-		free(a->uuids[i]);
-	free(a->uuids);
-	a->nuuids = 0;
-	if (!(a->uuids = calloc(n, sizeof *a->uuids)))
-		return -1;
-	for (size_t i = 0; i < w->n; i++)
-		if (!strcmp(w->f[i].key, "uuid") && !(a->uuids[a->nuuids++] = strdup(w->f[i].val)))
-			return -1;
-	return 0;
-}
-
-/* The job state an attempt state leads to (AGENTS.md, the state table). */
-static enum job_state job_state_of(enum att_state as, int at_time_limit)
-{
-	switch (as) {
-	case AS_LAUNCHING:
-	case AS_RUNNING:
-		return JS_RUNNING;
-	case AS_PAUSING:
-		return JS_PAUSING;
-	case AS_PAUSED:
-		return at_time_limit ? JS_QUEUED : JS_PAUSED;
-	case AS_SUCCEEDED:
-		return JS_SUCCEEDED;
-	case AS_CANCELLED:
-		return JS_CANCELLED;
-	case AS_LOST:
-		return JS_LOST;
-	default:
-		return JS_FAILED;
-	}
+	return job_step(d, e->id, EV_PLACE, &a) == 1 ? 0 : -1;
 }
 
 /*
- * The node's word on E's attempt (a state record from launch, status
- * or watch).  Writes the record only when something changed.
+ * The node's word on E's attempt (a state record from a launch, status
+ * or watch): the event of the attempt state it names.  "unknown" for an
+ * attempt still launching means the launch never reached the node: it
+ * is sent again.  "starting" does not confirm a launch: without a state
+ * file it is a launcher still checking the cards (status and a second
+ * launch say so while it holds the lock), which may yet answer busy and
+ * remove the attempt; taken as running, that attempt would then be
+ * "unknown" and wrongly lost; kept launching, it is launched again
+ * (LAYOUT.md section 8, step 7).
  */
 int apply_attempt(struct daemon *d, struct rent *e, const struct wire_rec *w)
 {
-	const char *st = wire_get(w, "state"), *reason = wire_get(w, "reason");
-	enum att_state as;
-	enum job_state js;
-	struct attempt *a;
-	struct job j;
-	char *name;
+	struct ev_arg a = { .w = w, .aid = e->aid };
+	enum wire_state ws;
 	long long v;
-	int r = 0;
 
-	if (!st)
+	if (wire_state_parse(wire_get(w, "state"), &ws) < 0)
 		return 0;
-	if (!strcmp(st, "unknown")) {
+	if (ws == WS_UNKNOWN) {
 		if (e->launching)
-			return send_launch(d, e);   /* never reached the node: again */
-		st = "lost";
-		reason = "the node has no record of this attempt";
+			return send_launch(d, e);
+		a.why = "the node has no record of this attempt";
 	}
-	/* "starting" does not confirm a launch: without a state file it is
-	 * a launcher still checking the cards (status and a second launch
-	 * say so while it holds the lock), which may yet answer busy or
-	 * "nvidia-smi failed" and remove the attempt.  Taken as running,
-	 * that attempt would then be "unknown" and wrongly lost; kept
-	 * launching, it is launched again (LAYOUT.md §8 step 7). */
-	if (!strcmp(st, "starting"))
-		return 0;
-	if (!strcmp(st, "running"))
-		as = AS_RUNNING;
-	else if (!strcmp(st, "pausing"))
-		as = AS_PAUSING;
-	else if (att_state_parse(st, &as) < 0 || as == AS_LAUNCHING || as == AS_ABORTED)
-		return 0;       /* "busy" and the like never reach here */
-	if (load_running(d, e->id, &j, &name) < 0)
-		return -1;
-	a = job_last_attempt(&j);
-	if (!a || strcmp(a->id, e->aid)) {
-		free(name);
-		job_free(&j);
-		return 0;
-	}
-	if (a->state == as && (as == AS_RUNNING || as == AS_PAUSING) && a->started) {
-		e->launching = 0;
-		free(name);
-		job_free(&j);
-		return 0;       /* nothing new */
-	}
-	a->state = as;
-	e->launching = 0;
-	if (set_uuids(a, w) < 0)
-		r = -1;
-	if (wire_get_ll(w, "started", &v) == 0)
-		a->started = v;
-	if (wire_get_ll(w, "finished", &v) == 0)
-		a->finished = v;
-	if (wire_get_ll(w, "exit_code", &v) == 0) {
-		a->exit_code = v;
-		a->has_exit = 1;
-	}
-	if (reason)
-		set_str(&a->reason, reason);
-	if (wire_get(w, "log"))
-		set_str(&a->log, wire_get(w, "log"));
-	if (wire_get(w, "checkpoint"))
-		set_str(&a->checkpoint, wire_get(w, "checkpoint"));
-	js = job_state_of(as, wire_get_ll(w, "timeout", &v) == 0 && v == 1);
-	j.state = js;
-	free(j.reason);
-	j.reason = NULL;
-	switch (js) {
-	case JS_RUNNING:
-		j.started = a->started ? a->started : now_ms();
-		j.reason = xasprintf("running on %s", a->node);
-		break;
-	case JS_PAUSING:
-		j.reason = strdup(a->reason ? a->reason : "pause requested");
-		break;
-	case JS_PAUSED:
-	case JS_QUEUED:         /* paused at its time limit: resumes by itself */
-		set_str(&j.checkpoint, a->checkpoint);
-		set_str(&j.checkpoint_node, a->node);
-		j.reason = js == JS_PAUSED ?
-			   xasprintf("checkpoint saved on %s; cardbaton resume continues it", a->node) :
-			   xasprintf("time limit reached, checkpoint saved; resumes on %s", a->node);
-		break;
-	default:
-		j.reason = js == JS_CANCELLED ? strdup("cancelled by user") :
-			   a->reason ? strdup(a->reason) :
-			   js == JS_SUCCEEDED ? strdup("exit status 0") : strdup(st);
-		break;
-	}
-	if (js != JS_RUNNING && js != JS_PAUSING) {
-		if (!a->finished)
-			a->finished = now_ms();
-		if (job_state_final(js))
-			j.finished = a->finished;
-		cards_freed(d, &d->nodes[e->node], a->id);
-		d->dirty = 1;
-	}
-	if (put(d, &j, SD_RUNNING, name) < 0) {
-		r = -1;
-	} else {
-		logmsg("job %lld: %s%s%s", j.id, job_state_name(js), j.reason ? ": " : "",
-		       j.reason ? j.reason : "");
-		/* Queued again before the attempt is let go: a cancel kept
-		 * for it then finds the job in the queue. */
-		if (js == JS_QUEUED && enqueue(d, &j) < 0)
-			r = -1;
-		if (js != JS_RUNNING && js != JS_PAUSING)
-			attempt_over(d, e);
-	}
-	free(name);
-	job_free(&j);
-	return r;
+	if (node_event(ws, 0) == EV_N)
+		return 0;       /* starting, busy */
+	return job_step(d, e->id, node_event(ws, wire_get_ll(w, "timeout", &v) == 0 && v == 1),
+			&a) < 0 ? -1 : 0;
 }
 
 /* Ask NODE about every attempt the daemon believes runs there; the
@@ -1016,31 +921,9 @@ static void attempt_over(struct daemon *d, struct rent *e)
 	free(cancel);
 }
 
-/* Ask the node to have E's job checkpoint; pause_answered makes it
- * `pausing` when the worker has created the pause file. */
-static void pause_running(struct daemon *d, struct rent *e)
-{
-	const char *args[] = { "pause", e->aid, NULL };
-	struct job j;
-	char *name;
-
-	if (load_running(d, e->id, &j, &name) < 0)
-		return;
-	if (!j.def.resume_command)
-		logmsg("job %lld: pause: not resumable (no resume_command)", e->id);
-	else if (e->pause.pid > 0)
-		logmsg("job %lld: pause: asked already", e->id);
-	else
-		acall_start(d, &d->nodes[e->node], &e->pause, args, NODE_QUERY_MS);
-	free(name);
-	job_free(&j);
-}
-
 void pause_answered(struct daemon *d, struct rent *e, int status)
 {
 	struct sbuf *err = &e->pause.ebuf;
-	struct job j;
-	char *name;
 
 	if (status != 0) {
 		logmsg("job %lld: pause: the worker said %d: %.*s", e->id, status,
@@ -1048,100 +931,20 @@ void pause_answered(struct daemon *d, struct rent *e, int status)
 		return;
 	}
 	CRASH_POINT("pause: node asked", NULL);
-	if (load_running(d, e->id, &j, &name) < 0)
-		return;
-	if (j.state == JS_RUNNING) {
-		j.state = JS_PAUSING;
-		job_last_attempt(&j)->state = AS_PAUSING;
-		set_str(&j.reason, "pause requested");
-		if (put(d, &j, SD_RUNNING, name) == 0)
-			logmsg("job %lld: pausing", e->id);
-	}
-	free(name);
-	job_free(&j);
+	job_step(d, e->id, EV_PAUSE_ASKED, &(struct ev_arg){ .aid = e->aid });
 }
 
-/* A paused job goes back to the queue, to resume on the node that
- * holds its checkpoint (qent_from_job pins it there). */
-static void resume_paused(struct daemon *d, const char *name)
+/* promote's priority: ARG, or above everything else queued. */
+static long long promoted(const struct daemon *d, const struct qent *e, long long arg)
 {
-	struct cb_err err = { 0 };
-	struct job j;
+	long long top = PRIO_MIN - 1;
 
-	if (spool_load(&d->sp, SD_PAUSED, name, &j, &err) < 0) {
-		logmsg("%s", err.msg);
-		cb_err_free(&err);
-		return;
-	}
-	j.state = JS_QUEUED;
-	j.queued_at = now_ms();
-	free(j.reason);
-	j.reason = xasprintf("resuming on %s", j.checkpoint_node ? j.checkpoint_node : "its node");
-	if (put(d, &j, SD_PAUSED, name) == 0 && enqueue(d, &j) == 0)
-		logmsg("job %lld: resumed: queued for %s", j.id,
-		       j.checkpoint_node ? j.checkpoint_node : "its node");
-	job_free(&j);
-}
-
-static int finish_unstarted(struct daemon *d, enum spool_dir dir, const char *name,
-			    const char *why)
-{
-	struct cb_err err = { 0 };
-	struct job j;
-	int r;
-
-	if (spool_load(&d->sp, dir, name, &j, &err) < 0) {
-		logmsg("%s", err.msg);
-		cb_err_free(&err);
-		return -1;
-	}
-	j.state = JS_CANCELLED;
-	set_str(&j.reason, why);
-	j.finished = now_ms();
-	r = put(d, &j, dir, name);
-	if (r == 0)
-		logmsg("job %lld: cancelled", j.id);
-	job_free(&j);
-	return r;
-}
-
-static int promote(struct daemon *d, struct qent *e, long long arg)
-{
-	struct cb_err err = { 0 };
-	struct job j;
-	long long prio = arg;
-	char *old = e->name, *qname;
-
-	if (arg == CTL_NO_ARG) {
-		long long top = PRIO_MIN - 1;
-
-		for (size_t i = 0; i < d->nq; i++)
-			if (d->q[i] != e && d->q[i]->prio > top)
-				top = d->q[i]->prio;
-		prio = top >= e->prio ? top + 1 : e->prio;
-		if (prio > PRIO_MAX)
-			prio = PRIO_MAX;
-	}
-	if (prio == e->prio)
-		return 0;
-	if (spool_load(&d->sp, SD_QUEUED, old, &j, &err) < 0) {
-		logmsg("%s", err.msg);
-		cb_err_free(&err);
-		return -1;
-	}
-	j.priority = prio;
-	if (put(d, &j, SD_QUEUED, old) < 0 || !(qname = name_queued(prio, j.id))) {
-		job_free(&j);
-		return -1;
-	}
-	logmsg("job %lld: priority %lld -> %lld", j.id, e->prio, prio);
-	e->prio = prio;
-	e->name = qname;
-	free(old);
-	q_reposition(d, e);
-	d->dirty = 1;
-	job_free(&j);
-	return 0;
+	if (arg != CTL_NO_ARG)
+		return arg;
+	for (size_t i = 0; i < d->nq; i++)
+		if (d->q[i] != e && d->q[i]->prio > top)
+			top = d->q[i]->prio;
+	return top >= e->prio ? (top + 1 > PRIO_MAX ? PRIO_MAX : top + 1) : e->prio;
 }
 
 /* Job ID's attempt is over, and REQ, a cancel request kept for it
@@ -1162,9 +965,8 @@ int apply_ctl(struct daemon *d, const char *name)
 {
 	long long id, arg = CTL_NO_ARG;
 	enum ctl_op op;
-	char *buf = NULL, *pn;
+	char *buf = NULL;
 	size_t len;
-	struct qent *qe;
 	struct rent *re;
 	unsigned long stalls = d->stalls;
 	struct stat st;
@@ -1195,51 +997,29 @@ int apply_ctl(struct daemon *d, const char *name)
 			goto done;
 		}
 	}
-	qe = q_find(d, id);
-	re = r_find(d, id);
-	pn = name_plain(id);
-	switch (op) {
-	case CTL_CANCEL:
-		if (qe) {
-			if (finish_unstarted(d, SD_QUEUED, qe->name, "cancelled by user") == 0) {
-				q_remove(d, qe);
-				qent_free(qe);
-			}
-		} else if (re) {
-			/* Kept until the attempt ends, and sent again with
-			 * every reconcile: a node cut off now hears it later. */
-			cancel_running(d, re);
+	{
+		static const enum job_event ev_of[] = {
+			[CTL_CANCEL] = EV_CANCEL, [CTL_PROMOTE] = EV_PROMOTE,
+			[CTL_PAUSE] = EV_PAUSE, [CTL_RESUME] = EV_RESUME,
+		};
+		static const char *const refused[] = {
+			[CTL_CANCEL] = "not queued, running or paused", [CTL_PROMOTE] = "not queued",
+			[CTL_PAUSE] = "not running", [CTL_RESUME] = "not paused",
+		};
+		struct qent *qe = q_find(d, id);
+		struct ev_arg a = { .prio = qe ? promoted(d, qe, arg) : arg };
+
+		if (job_step(d, id, ev_of[op], &a) == 0)
+			logmsg("job %lld: %s: %s", id, ctl_op_name[op], refused[op]);
+		/* A cancel of a running job is kept until its attempt ends,
+		 * and sent again with every reconcile: a node cut off now
+		 * hears it later. */
+		if (op == CTL_CANCEL && (re = r_find(d, id))) {
 			if (!re->cancel)
 				re->cancel = strdup(name);
 			keep = re->cancel && !strcmp(re->cancel, name);
-		} else if (pn && faccessat(d->sp.dir[SD_PAUSED], pn, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
-			finish_unstarted(d, SD_PAUSED, pn, "cancelled by user");
-		} else {
-			logmsg("job %lld: cancel: not queued, running or paused", id);
 		}
-		break;
-	case CTL_PROMOTE:
-		if (qe)
-			promote(d, qe, arg);
-		else
-			logmsg("job %lld: promote: not queued", id);
-		break;
-	case CTL_PAUSE:
-		if (re)
-			pause_running(d, re);
-		else
-			logmsg("job %lld: pause: not running", id);
-		break;
-	case CTL_RESUME:
-		if (pn && faccessat(d->sp.dir[SD_PAUSED], pn, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
-			resume_paused(d, pn);
-		else
-			logmsg("job %lld: resume: not paused", id);
-		break;
-	default:
-		break;
 	}
-	free(pn);
 	CRASH_POINT("ctl: applied", ctl_op_name[op]);
 done:
 	free(buf);
