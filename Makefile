@@ -28,10 +28,13 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 WARN     = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
-CPPFLAGS += -D_GNU_SOURCE -Ispool-layout -I$(B)
+CPPFLAGS += -D_GNU_SOURCE -Ibase -Ispool-layout -I$(B)
 ALL_CFLAGS = -std=c11 $(WARN) $(CFLAGS) $(SANFLAGS)
 
-LIB_SRC  = $(wildcard spool-layout/*.c)
+# base/: libc only, shared by the worker, the library, the tools and
+# the daemon.  The library: base/ and spool-layout/ (the disk).
+BASE_SRC = $(wildcard base/*.c)
+LIB_SRC  = $(BASE_SRC) $(wildcard spool-layout/*.c)
 LIB_OBJ  = $(LIB_SRC:%.c=$(B)/%.o)
 LIB      = $(B)/libcardbaton.a
 
@@ -42,8 +45,8 @@ BINS     = $(B)/cardbaton $(B)/sshgpu $(TOOL_BIN) $(B)/cardbaton-spoold \
            $(B)/cardbaton-worker.shar
 
 SPOOLD_SRC = $(wildcard spoold/*.c)
-WORKER_SRC = $(wildcard worker/*.c) spool-layout/wire.c spool-layout/crash.c
-WORKER_ALL = $(WORKER_SRC) $(wildcard worker/*.h) spool-layout/wire.h spool-layout/crash.h
+WORKER_SRC = $(wildcard worker/*.c) $(BASE_SRC) spool-layout/wire.c spool-layout/crash.c
+WORKER_ALL = $(WORKER_SRC) $(wildcard worker/*.h) base/base.h spool-layout/wire.h spool-layout/crash.h
 UNIT_SRC   = $(wildcard tests/unit/*.c)
 UNIT_BIN   = $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 BIN_COMMON = $(filter-out $(TOOLS:%=bin/%.c) bin/cardbaton.c,$(wildcard bin/*.c))
@@ -53,7 +56,7 @@ FAKE_NVML  = $(B)/tests/fake-nvml/libnvidia-ml.so.1 $(B)/tests/fake-nvml-old/lib
 
 all: $(BINS) $(UNIT_BIN) $(FAKE_NVML)
 
-$(B)/%.o: %.c $(wildcard spool-layout/*.h spoold/*.h bin/*.h worker/*.h)
+$(B)/%.o: %.c $(wildcard base/*.h spool-layout/*.h spoold/*.h bin/*.h worker/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(ALL_CFLAGS) -c -o $@ $<
 
@@ -96,7 +99,7 @@ $(B)/cardbaton-worker: $(WORKER_SRC:%.c=$(B)/%.o)
 # Without NVML (worker/nvml.c): dlopen from a static glibc binary would
 # load a second libc.  It asks nvidia-smi.
 $(B)/cardbaton-worker-static: $(WORKER_ALL)
-	$(CC) -std=c11 -D_GNU_SOURCE -DCARDBATON_NO_NVML -Ispool-layout $(WARN) -O2 -static -o $@ $(WORKER_SRC)
+	$(CC) -std=c11 -D_GNU_SOURCE -DCARDBATON_NO_NVML -Ibase -Ispool-layout $(WARN) -O2 -static -o $@ $(WORKER_SRC)
 
 $(B)/cardbaton-worker.shar: $(WORKER_ALL) worker/mkshar.sh
 	worker/mkshar.sh $@ $(WORKER_ALL)

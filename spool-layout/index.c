@@ -352,14 +352,6 @@ static long long real_ns(void)
 	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* A change at CTIME_NS is far enough in the past that any later one
  * gets another time. */
 static int settled(long long ctime_ns, long long now_ns)
@@ -1332,7 +1324,6 @@ int index_tick(struct index_writer *w, struct spool *sp, int timeout)
 void index_stop(struct index_writer *w)
 {
 	long long until = mono_ms() + 5000;
-	struct timespec ts = { 0, 10 * 1000000L };
 
 	while (w->pid > 0) {
 		pid_t p = waitpid(w->pid, NULL, WNOHANG);
@@ -1348,6 +1339,6 @@ void index_stop(struct index_writer *w)
 			w->pid = 0;
 			break;
 		}
-		nanosleep(&ts, NULL);
+		sleep_ms(10);
 	}
 }

@@ -20,7 +20,6 @@
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "spool.h"
@@ -292,14 +291,6 @@ out:
 		*in = pi[1];
 	*out = po[0];
 	return pid;
-}
-
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* Read what is available on FD into B (up to REPLY_MAX); 0 at EOF. */

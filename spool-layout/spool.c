@@ -72,32 +72,6 @@ static int root_file_err(struct spool *sp, const char *name, int ex, struct cb_e
 	}
 }
 
-static int mkdir_p(const char *path)
-{
-	char *p = strdup(path), *s;
-	int r = 0;
-
-	if (!p)
-		return -1;
-	for (s = p + 1; ; s++) {
-		if (*s == '/' || !*s) {
-			char c = *s;
-
-			*s = '\0';
-			/* Made here: exactly 0700, whatever the umask. */
-			if (mkdir(p, 0700) == 0 ? chmod(p, 0700) < 0 : errno != EEXIST) {
-				r = -1;
-				break;
-			}
-			*s = c;
-			if (!c)
-				break;
-		}
-	}
-	free(p);
-	return r;
-}
-
 static int make_id(struct spool *sp, struct cb_err *err)
 {
 	char *buf;
@@ -274,7 +248,7 @@ int spool_lock_daemon(struct spool *sp, struct cb_err *err)
 
 	if (fd < 0)     /* a read-only spool: EX_TEMPFAIL_ */
 		return root_file_err(sp, "lock", write_ex(), err);
-	if ((r = lock_try(fd)) != 1) {
+	if ((r = lock_try(fd, LOCK_EX)) != 1) {
 		if (r == 0)
 			cb_err_set(err, EX_TEMPFAIL_, "another cardbaton-spoold holds %s/lock", sp->path);
 		else

@@ -24,25 +24,11 @@
 #include <sys/types.h>
 #include <cJSON.h>
 
+#include "base.h"
 #include "crash.h"
 #include "wire.h"
 
 #define CARDBATON_VERSION "0.1.0"
-
-/* sysexits(3), spelt out so that no tool depends on <sysexits.h>. */
-enum {
-	EX_OK_ = 0,
-	EX_REFUSED = 1,         /* request refused in the job's current state */
-	EX_USAGE_ = 64,
-	EX_DATAERR_ = 65,       /* bad job or config data */
-	EX_NOINPUT_ = 66,       /* no such job */
-	EX_UNAVAILABLE_ = 69,   /* node unavailable */
-	EX_SOFTWARE_ = 70,      /* internal error */
-	EX_OSERR_ = 71,         /* system error */
-	EX_IOERR_ = 74,
-	EX_TEMPFAIL_ = 75,      /* temporary failure, worth retrying */
-	EX_CONFIG_ = 78,        /* configuration error */
-};
 
 /* ---- util.c ---------------------------------------------------------- */
 
@@ -60,9 +46,6 @@ int cb_err_sys(struct cb_err *err, int ex, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void cb_err_free(struct cb_err *err);
 
-/* malloc'd formatted string, or NULL with errno = ENOMEM. */
-char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
 /* A growing byte buffer, always NUL-terminated when s != NULL. */
 struct sbuf {
 	char *s;
@@ -72,10 +55,8 @@ int sbuf_add(struct sbuf *b, const void *p, size_t n);
 int sbuf_addf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void sbuf_free(struct sbuf *b);
 
-/* Wall clock in milliseconds since the epoch; RFC 3339 UTC text of it
- * ("2026-11-29T08:13:54Z", or with ".123" when ms != 0 is not wanted:
- * always second precision), malloc'd. */
-long long now_ms(void);
+/* RFC 3339 UTC text of a wall clock time in ms (now_ms, base.h):
+ * "2026-11-29T08:13:54Z", always second precision; malloc'd. */
 char *rfc3339(long long ms);
 
 /* Parse a decimal long long in [lo, hi]; the whole string must be
@@ -85,40 +66,12 @@ int parse_ll(const char *s, long long lo, long long hi, long long *out);
 /* "~" or "~/x" against $HOME; other paths copied.  malloc'd or NULL. */
 char *expand_home(const char *path);
 
-/* ---- atomic.c: the only way spool files are written ------------------ */
-
-/*
- * Write BUF[0..LEN) as DSTFD/NAME atomically: create a unique file in
- * TMPFD with O_EXCL|O_NOFOLLOW and exactly MODE (fchmod: whatever the
- * umask), write it completely, fsync, close
- * (checked), rename into DSTFD/NAME (replacing it), fsync DSTFD.
- * TMPFD and DSTFD must be on one file system; they may be the same
- * directory.  On failure the temporary file is removed.  0 or -1/errno.
- */
-int atomic_write(int tmpfd, int dstfd, const char *name,
-		 const void *buf, size_t len, mode_t mode);
+/* ---- atomic.c (atomic_write, read_capped: base.h) ------------------- */
 
 /* rename that never replaces (renameat2 RENAME_NOREPLACE, falling
  * back to link+unlink).  0 or -1/errno (EEXIST when the target is
  * there). */
 int move_noreplace(int fromfd, const char *from, int tofd, const char *to);
-
-int fsync_dir(int dirfd);
-/* write(2) until all of BUF is written (EINTR retried).  0 or -1/errno. */
-int write_full(int fd, const void *buf, size_t len);
-
-/*
- * Read DIRFD/NAME whole, refusing what a spool reader must never
- * follow or swallow: -1 with errno ELOOP (a symbolic link), EISDIR (a
- * directory), EINVAL (a FIFO, socket or device), EFBIG (larger than
- * CAP bytes), or the open/read error.  The buffer is malloc'd and
- * NUL-terminated (*len excludes the NUL).  Never blocks on a FIFO.
- */
-int read_capped(int dirfd, const char *name, size_t cap, char **buf, size_t *len);
-
-/* Try a non-blocking exclusive flock: 1 taken, 0 held by another
- * open file description, -1 error. */
-int lock_try(int fd);
 
 /* Job files dropped into new/ larger than this are rejected. */
 #define JOBFILE_MAX (1u << 20)

@@ -100,12 +100,12 @@ static int spec_check(struct spec *sp, char **why)
 		const struct wire_field *f = &r->f[i];
 
 		if (strlen(f->val) != f->len) {
-			*why = wk_asprintf("%s holds a NUL byte", f->key);
+			*why = xasprintf("%s holds a NUL byte", f->key);
 			return -1;
 		}
 		for (j = 0; j < sizeof once / sizeof once[0]; j++)
 			if (strcmp(f->key, once[j]) == 0 && wire_get(r, f->key) != f->val) {
-				*why = wk_asprintf("%s given twice", f->key);
+				*why = xasprintf("%s given twice", f->key);
 				return -1;
 			}
 		na += strcmp(f->key, "arg") == 0;
@@ -115,16 +115,16 @@ static int spec_check(struct spec *sp, char **why)
 	}
 	sp->id = wire_get(r, "attempt");
 	if (!sp->id) {
-		*why = wk_asprintf("no attempt");
+		*why = xasprintf("no attempt");
 		return -1;
 	}
 	if (!wk_id_ok(sp->id)) {
-		*why = wk_asprintf("attempt must be 1 to 64 of [0-9a-f-]");
+		*why = xasprintf("attempt must be 1 to 64 of [0-9a-f-]");
 		return -1;
 	}
 	sp->shell = wire_get(r, "shell");
 	if ((na > 0) == (sp->shell != NULL)) {
-		*why = wk_asprintf("exactly one of arg and shell is needed");
+		*why = xasprintf("exactly one of arg and shell is needed");
 		return -1;
 	}
 	sp->cwd = wire_get(r, "cwd");
@@ -134,7 +134,7 @@ static int spec_check(struct spec *sp, char **why)
 	sp->gpu = calloc(ng + 1, sizeof *sp->gpu);
 	sp->uuid = calloc(nu + 1, sizeof *sp->uuid);
 	if (!sp->argv || !sp->env || !sp->gpu || !sp->uuid) {
-		*why = wk_asprintf("out of memory");
+		*why = xasprintf("out of memory");
 		return -1;
 	}
 	for (i = 0; i < r->n; i++) {
@@ -146,7 +146,7 @@ static int spec_check(struct spec *sp, char **why)
 			const char *eq = strchr(f->val, '=');
 
 			if (!eq || !name_ok(f->val, (size_t)(eq - f->val))) {
-				*why = wk_asprintf("env must be NAME=value with NAME a shell identifier");
+				*why = xasprintf("env must be NAME=value with NAME a shell identifier");
 				return -1;
 			}
 			sp->env[sp->nenv++] = f->val;
@@ -154,18 +154,18 @@ static int spec_check(struct spec *sp, char **why)
 			struct wire_rec one = { (struct wire_field *)f, 1, 1 };
 
 			if (wire_get_ll(&one, "gpu", &v) < 0 || v < 0 || v > 1000000) {
-				*why = wk_asprintf("gpu must be a non-negative index");
+				*why = xasprintf("gpu must be a non-negative index");
 				return -1;
 			}
 			for (j = 0; j < sp->ngpu; j++)
 				if (sp->gpu[j] == v) {
-					*why = wk_asprintf("gpu %lld given twice", v);
+					*why = xasprintf("gpu %lld given twice", v);
 					return -1;
 				}
 			sp->gpu[sp->ngpu++] = v;
 		} else if (strcmp(f->key, "uuid") == 0) {
 			if (!nv_uuid_ok(f->val, f->len)) {
-				*why = wk_asprintf("uuid must be 1 to 128 bytes, no '/', ',' or blanks, "
+				*why = xasprintf("uuid must be 1 to 128 bytes, no '/', ',' or blanks, "
 						   "not starting with '.'");
 				return -1;
 			}
@@ -173,7 +173,7 @@ static int spec_check(struct spec *sp, char **why)
 		}
 	}
 	if (nu && nu != ng) {
-		*why = wk_asprintf("uuid must be given once for each gpu, or not at all");
+		*why = xasprintf("uuid must be given once for each gpu, or not at all");
 		return -1;
 	}
 	if (na == 0) {
@@ -193,7 +193,7 @@ static int spec_check(struct spec *sp, char **why)
 			v = nums[i].def;
 			if (wire_get(r, nums[i].key) &&
 			    (wire_get_ll(r, nums[i].key, &v) < 0 || v < 0 || v > nums[i].max)) {
-				*why = wk_asprintf("%s must be an integer from 0 to %lld",
+				*why = xasprintf("%s must be an integer from 0 to %lld",
 						   nums[i].key, nums[i].max);
 				return -1;
 			}
@@ -252,7 +252,7 @@ static int env_put(struct envv *e, const char *s)
 
 static int env_set(struct envv *e, const char *name, const char *val)
 {
-	char *s = wk_asprintf("%s=%s", name, val), **no;
+	char *s = xasprintf("%s=%s", name, val), **no;
 
 	if (!s)
 		return -1;
@@ -332,7 +332,7 @@ static int card_uuids(struct launch *l, const struct nv_info *info, char **reaso
 		const struct nv_gpu *g = nv_find_index(info, l->sp->gpu[i]);
 
 		if (!g) {
-			*reason = wk_asprintf("GPU %lld: no such GPU on this node", l->sp->gpu[i]);
+			*reason = xasprintf("GPU %lld: no such GPU on this node", l->sp->gpu[i]);
 			return *reason ? 1 : -1;
 		}
 		if (!(l->uuid[i] = strdup(g->uuid)))
@@ -353,15 +353,15 @@ static int check_cards(struct launch *l, const struct nv_info *info, char **reas
 		const struct nv_gpu *g = nv_find_index(info, ix);
 
 		if (!g)
-			*reason = wk_asprintf("GPU %lld: no such GPU on this node", ix);
+			*reason = xasprintf("GPU %lld: no such GPU on this node", ix);
 		else if (l->uuid[i] && strcmp(l->uuid[i], g->uuid) != 0)
-			*reason = wk_asprintf("GPU %lld: now %s, was %s", ix, g->uuid, l->uuid[i]);
+			*reason = xasprintf("GPU %lld: now %s, was %s", ix, g->uuid, l->uuid[i]);
 		else if (g->mem_used < 0)
-			*reason = wk_asprintf("GPU %lld (%s): memory use not reported", ix, g->uuid);
+			*reason = xasprintf("GPU %lld (%s): memory use not reported", ix, g->uuid);
 		else if (g->mem_used > l->sp->idle_mib)
-			*reason = wk_asprintf("GPU %lld (%s): %lld MiB in use", ix, g->uuid, g->mem_used);
+			*reason = xasprintf("GPU %lld (%s): %lld MiB in use", ix, g->uuid, g->mem_used);
 		else if (g->procs > 0)
-			*reason = wk_asprintf("GPU %lld (%s): has %d compute process%s", ix,
+			*reason = xasprintf("GPU %lld (%s): has %d compute process%s", ix,
 					      g->uuid, g->procs, g->procs == 1 ? "" : "es");
 		else if (!l->uuid[i] && !(l->uuid[i] = strdup(g->uuid)))
 			return -1;
@@ -385,14 +385,14 @@ static int take_leases(struct launch *l, char **reason)
 		size_t hl = 0;
 
 		/* Close-on-exec here; the job's child clears it (see top). */
-		r = wk_lock_try(l->st->leasefd, l->uuid[i], LOCK_EX, 1, &fd);
+		r = lock_at(l->st->leasefd, l->uuid[i], LOCK_EX, 1, &fd);
 		if (r < 0)
 			return -1;
 		if (r == 0) {
-			if (wk_read_at(l->st->leasefd, l->uuid[i], 4096, &holder, &hl) == 0) {
+			if (read_capped(l->st->leasefd, l->uuid[i], 4096, &holder, &hl) == 0) {
 				holder[strcspn(holder, "\r\n")] = '\0';
 			}
-			*reason = wk_asprintf("GPU %lld (%s): leased by %s", l->sp->gpu[i],
+			*reason = xasprintf("GPU %lld (%s): leased by %s", l->sp->gpu[i],
 					      l->uuid[i], holder && *holder ? holder : "another attempt");
 			free(holder);
 			return *reason ? 1 : -1;
@@ -433,7 +433,7 @@ struct sup {
 static void tell_launcher(struct sup *s)
 {
 	if (s->notify >= 0) {
-		if (wk_write_all(s->notify, "1", 1) < 0) {
+		if (write_full(s->notify, "1", 1) < 0) {
 			/* The launcher is gone: nothing to tell. */
 		}
 		close(s->notify);
@@ -469,8 +469,8 @@ static char *signal_reason(int sig, const char *suffix)
 {
 	const char *n = wk_signame(sig);
 
-	return n ? wk_asprintf("killed by signal %d (%s)%s", sig, n, suffix)
-		 : wk_asprintf("killed by signal %d%s", sig, suffix);
+	return n ? xasprintf("killed by signal %d (%s)%s", sig, n, suffix)
+		 : xasprintf("killed by signal %d%s", sig, suffix);
 }
 
 /* The `pausing` record: running's keys, the reason, and `timeout 1`
@@ -505,8 +505,8 @@ static int pause_file_there(struct launch *l)
  * job polls, made atomically.  0, or -1 (said on the log). */
 static int make_pause_file(struct launch *l)
 {
-	char *tmp = wk_asprintf(".pause.%ld.tmp", (long)getpid());
-	int rc = tmp ? wk_atomic_write(l->adir, tmp, "pause", "", 0, 1) : -1;
+	char *tmp = xasprintf(".pause.%ld.tmp", (long)getpid());
+	int rc = tmp ? atomic_write_at(l->adir, tmp, "pause", "", 0, 0600, 1) : -1;
 
 	if (rc < 0)
 		fprintf(stderr, "%s: %s/pause: %s\n", PROG, l->adir_path, strerror(errno));
@@ -522,7 +522,7 @@ static int make_pause_file(struct launch *l)
  */
 static int read_marker(struct launch *l, char **path, char **reason)
 {
-	char *where = wk_asprintf("%s/checkpoint", l->adir_path), *buf = NULL, *why = NULL;
+	char *where = xasprintf("%s/checkpoint", l->adir_path), *buf = NULL, *why = NULL;
 	struct stat sb;
 	size_t n, plen;
 	int fd, e;
@@ -536,26 +536,26 @@ static int read_marker(struct launch *l, char **path, char **reason)
 	if (fd < 0) {
 		e = errno;
 		if (e == ENOENT)
-			*reason = wk_asprintf("exit status 75 but no checkpoint marker at %s", where);
+			*reason = xasprintf("exit status 75 but no checkpoint marker at %s", where);
 		else if (e == ELOOP)
-			*reason = wk_asprintf("checkpoint marker at %s is a symbolic link", where);
+			*reason = xasprintf("checkpoint marker at %s is a symbolic link", where);
 		else
-			*reason = wk_asprintf("checkpoint marker at %s: %s", where, strerror(e));
+			*reason = xasprintf("checkpoint marker at %s: %s", where, strerror(e));
 		free(where);
 		return 1;
 	}
 	if (fstat(fd, &sb) < 0) {
-		*reason = wk_asprintf("checkpoint marker at %s: %s", where, strerror(errno));
+		*reason = xasprintf("checkpoint marker at %s: %s", where, strerror(errno));
 	} else if (!S_ISREG(sb.st_mode)) {
-		*reason = wk_asprintf("checkpoint marker at %s is not a regular file", where);
+		*reason = xasprintf("checkpoint marker at %s is not a regular file", where);
 	} else if (sb.st_size > CK_MARKER_MAX) {
-		*reason = wk_asprintf("checkpoint marker at %s is larger than %d KiB", where,
+		*reason = xasprintf("checkpoint marker at %s is larger than %d KiB", where,
 				      CK_MARKER_MAX / 1024);
-	} else if (wk_read_fd(fd, CK_MARKER_MAX, &buf, &n) < 0) {
+	} else if (read_fd(fd, CK_MARKER_MAX, &buf, &n) < 0) {
 		*reason = errno == EFBIG ?
-			  wk_asprintf("checkpoint marker at %s is larger than %d KiB", where,
+			  xasprintf("checkpoint marker at %s is larger than %d KiB", where,
 				      CK_MARKER_MAX / 1024) :
-			  wk_asprintf("checkpoint marker at %s: %s", where, strerror(errno));
+			  xasprintf("checkpoint marker at %s: %s", where, strerror(errno));
 	}
 	close(fd);
 	free(where);
@@ -567,7 +567,7 @@ static int read_marker(struct launch *l, char **path, char **reason)
 	case CK_OK:
 		return 0;
 	case CK_INVALID:
-		*reason = wk_asprintf("checkpoint marker is not valid JSON: %s",
+		*reason = xasprintf("checkpoint marker is not valid JSON: %s",
 				      why ? why : "out of memory");
 		break;
 	case CK_NOT_OBJECT:
@@ -611,12 +611,12 @@ static void pause_outcome(struct sup *s)
 	}
 	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
 		return;         /* done before it could pause: it succeeded */
-	if (WIFEXITED(st) && WEXITSTATUS(st) == WX_TEMPFAIL) {
+	if (WIFEXITED(st) && WEXITSTATUS(st) == EX_TEMPFAIL_) {
 		if (read_marker(l, &s->ck_path, &r) == 0)
 			return;
 	} else if (WIFEXITED(st)) {
-		r = wk_asprintf("paused but exited with status %d (expected %d)", WEXITSTATUS(st),
-				WX_TEMPFAIL);
+		r = xasprintf("paused but exited with status %d (expected %d)", WEXITSTATUS(st),
+				EX_TEMPFAIL_);
 	} else {
 		r = signal_reason(WTERMSIG(st), " after a pause request");
 	}
@@ -644,7 +644,7 @@ static int final_state(struct sup *s, struct wire_rec *r)
 		reason = strdup("cancelled");
 	} else if (s->stop == STOP_SIGNAL) {
 		state = "cancelled";
-		reason = wk_asprintf("cancelled: the worker got %s", wk_signame(s->stop_sig));
+		reason = xasprintf("cancelled: the worker got %s", wk_signame(s->stop_sig));
 	} else if (s->stop == STOP_TIMEOUT) {
 		state = "failed";
 		reason = strdup("timeout");
@@ -659,7 +659,7 @@ static int final_state(struct sup *s, struct wire_rec *r)
 		state = "succeeded";
 	} else if (WIFEXITED(st)) {
 		state = "failed";
-		reason = wk_asprintf("exit status %d", WEXITSTATUS(st));
+		reason = xasprintf("exit status %d", WEXITSTATUS(st));
 	} else {
 		state = "failed";
 		reason = signal_reason(WTERMSIG(st), "");
@@ -674,7 +674,7 @@ static int final_state(struct sup *s, struct wire_rec *r)
 			rc = wk_set_ll(r, "signal", WTERMSIG(st));
 	}
 	if (rc == 0)
-		rc = wk_set_ll(r, "finished", wk_now_ms());
+		rc = wk_set_ll(r, "finished", now_ms());
 	if (rc == 0 && reason)
 		rc = wire_add(r, "reason", reason);
 	/* timeout 1: the time limit decided this end (the kill, or the
@@ -690,6 +690,20 @@ static int final_state(struct sup *s, struct wire_rec *r)
 	return rc;
 }
 
+/* PATH (a /proc file: its size says nothing) read to its end. */
+static int read_path(const char *path, size_t max, char **buf, size_t *n)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), r, e;
+
+	if (fd < 0)
+		return -1;
+	r = read_fd(fd, max, buf, n);
+	e = errno;
+	close(fd);
+	errno = e;
+	return r;
+}
+
 /* Signal our direct children (descendants orphaned onto us as
  * subreaper: they may have left the job's process group).  The kernel
  * lists them in /proc/self/task/PID/children (we have one thread);
@@ -697,13 +711,13 @@ static int final_state(struct sup *s, struct wire_rec *r)
 static void signal_children(int sig)
 {
 	pid_t self = getpid();
-	char *path = wk_asprintf("/proc/self/task/%ld/children", (long)self);
+	char *path = xasprintf("/proc/self/task/%ld/children", (long)self);
 	char *buf, *p, *end;
 	size_t n;
 	DIR *d;
 	struct dirent *e;
 
-	if (path && wk_read_at(AT_FDCWD, path, 1u << 20, &buf, &n) == 0) {
+	if (path && read_path(path, 1u << 20, &buf, &n) == 0) {
 		for (p = buf; *p; p = end) {
 			long pid = strtol(p, &end, 10);
 
@@ -726,8 +740,8 @@ static void signal_children(int sig)
 
 		if (e->d_name[0] < '1' || e->d_name[0] > '9')
 			continue;
-		path = wk_asprintf("/proc/%s/stat", e->d_name);
-		if (path && wk_read_at(AT_FDCWD, path, 65536, &buf, &n) == 0) {
+		path = xasprintf("/proc/%s/stat", e->d_name);
+		if (path && read_path(path, 65536, &buf, &n) == 0) {
 			p = strrchr(buf, ')');
 			if (p && sscanf(p + 1, " %c %d", &state, &ppid) == 2 && ppid == self)
 				kill((pid_t)atoi(e->d_name), sig);
@@ -790,28 +804,28 @@ static void job_child(struct launch *l, int ep)
 		fail = fcntl(l->lease[i], F_SETFD, 0) < 0;
 	if (fail || fcntl(l->lockfd, F_SETFD, 0) < 0) {
 		e = errno;
-		msg = wk_asprintf("worker: preparing the job: %s", strerror(e));
+		msg = xasprintf("worker: preparing the job: %s", strerror(e));
 		goto out;
 	}
 	if (l->cwd && chdir(l->cwd) < 0) {
 		e = errno;
-		msg = wk_asprintf("cwd %s: %s", l->cwd, strerror(e));
+		msg = xasprintf("cwd %s: %s", l->cwd, strerror(e));
 		goto out;
 	}
 	environ = l->env.v;
 	if (l->sp->shell) {
 		execl("/bin/sh", "sh", "-c", l->sp->shell, (char *)NULL);
 		e = errno;
-		msg = wk_asprintf("exec /bin/sh: %s", strerror(e));
+		msg = xasprintf("exec /bin/sh: %s", strerror(e));
 	} else {
 		execvp(l->sp->argv[0], l->sp->argv);
 		e = errno;
-		msg = wk_asprintf("exec %s: %s", l->sp->argv[0], strerror(e));
+		msg = xasprintf("exec %s: %s", l->sp->argv[0], strerror(e));
 	}
 out:
 	/* No message (out of memory) still reads as a failure: the
 	 * supervisor sees the pipe close with the process exited 127. */
-	if (wk_write_all(ep, msg ? msg : "exec: out of memory", msg ? strlen(msg) : 19) < 0)
+	if (write_full(ep, msg ? msg : "exec: out of memory", msg ? strlen(msg) : 19) < 0)
 		_exit(126);
 	_exit(127);
 }
@@ -822,8 +836,8 @@ static char *read_failure(int fd)
 	char *b;
 	size_t n;
 
-	if (wk_read_fd(fd, 65536, &b, &n) < 0)
-		return wk_asprintf("exec: cannot read the job's status: %s", strerror(errno));
+	if (read_fd(fd, 65536, &b, &n) < 0)
+		return xasprintf("exec: cannot read the job's status: %s", strerror(errno));
 	if (n == 0) {
 		free(b);
 		return NULL;
@@ -864,7 +878,7 @@ static void supervise_loop(struct sup *s, int sfd, int ifd, const char *cancel_p
 	int term_sent = 0, none_left, decided = 0, grace_on = 0;
 
 	if (sp->timeout > 0)
-		deadline = wk_mono_ms() + sp->timeout * 1000;
+		deadline = mono_ms() + sp->timeout * 1000;
 	for (;;) {
 		struct pollfd p[2];
 		long long wait = -1;
@@ -880,7 +894,7 @@ static void supervise_loop(struct sup *s, int sfd, int ifd, const char *cancel_p
 		}
 		if (none_left && !s->main_alive)
 			return;
-		now = wk_mono_ms();
+		now = mono_ms();
 		/* The time limit: a resumable job is asked to checkpoint and
 		 * gets the grace; any other is stopped. */
 		if (s->main_alive && s->stop == STOP_NONE && deadline && !s->time_limit &&
@@ -937,7 +951,7 @@ static void supervise_loop(struct sup *s, int sfd, int ifd, const char *cancel_p
 		r = poll(p, 2, (int)wait);
 		if (r < 0 && errno != EINTR) {
 			fprintf(stderr, "%s: poll: %s\n", PROG, strerror(errno));
-			wk_sleep_ms(100);
+			sleep_ms(100);
 		}
 		if (r > 0 && p[0].revents) {
 			struct signalfd_siginfo si;
@@ -1048,7 +1062,7 @@ static void supervise(struct launch *l, int notify)
 	}
 	/* The watch first, then the look: a cancel made in between is
 	 * seen either way. */
-	cancel_path = wk_asprintf("%s/cancel", l->adir_path);
+	cancel_path = xasprintf("%s/cancel", l->adir_path);
 	ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 	if (ifd < 0 || !cancel_path ||
 	    inotify_add_watch(ifd, l->adir_path, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR) < 0) {
@@ -1071,7 +1085,7 @@ static void supervise(struct launch *l, int notify)
 		if (pipe2(ep, O_CLOEXEC) < 0) {
 			s.failure = "worker: pipe failed";
 		} else {
-			s.started = wk_now_ms();
+			s.started = now_ms();
 			s.pid = fork();
 			if (s.pid == 0)
 				job_child(l, ep[1]);
@@ -1120,7 +1134,7 @@ static void supervise(struct launch *l, int notify)
 	release_leases(l, 0);
 	if (final_state(&s, &rec) < 0 || wk_state_write(l->st, l->sp->id, &rec) < 0) {
 		fprintf(stderr, "%s: writing the final state: %s\n", PROG, strerror(errno));
-		ex = WX_OSERR;
+		ex = EX_OSERR_;
 	}
 	CRASH_POINT("worker supervise: final state written", NULL);
 	wire_free(&rec);
@@ -1140,7 +1154,7 @@ static void supervise(struct launch *l, int notify)
  * launcher died before step 6). */
 static int answer_existing(struct wk_state *st, const char *id)
 {
-	long long until = wk_mono_ms() + LAUNCH_WAIT_MS;
+	long long until = mono_ms() + LAUNCH_WAIT_MS;
 	struct wire_rec r = { 0 };
 	int got, adir, lockfd, held;
 
@@ -1148,37 +1162,37 @@ static int answer_existing(struct wk_state *st, const char *id)
 		got = wk_state_read(st, id, &r);
 		wire_free(&r);
 		if (got < 0)
-			return wk_errsys(WX_OSERR, "attempts/%s.state", id);
+			return wk_errsys(EX_OSERR_, "attempts/%s.state", id);
 		if (got == 1) {
 			/* Seen as status sees it: a dead attempt is lost. */
 			int alive;
 
 			got = wk_attempt_status(st, id, &r, &alive);
 			if (got < 0)
-				return wk_errsys(WX_OSERR, "attempts/%s.state", id);
+				return wk_errsys(EX_OSERR_, "attempts/%s.state", id);
 			got = wk_print(&r);
 			wire_free(&r);
-			return got < 0 ? wk_errsys(WX_OSERR, "stdout") : 0;
+			return got < 0 ? wk_errsys(EX_OSERR_, "stdout") : 0;
 		}
 		adir = openat(st->attfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (adir < 0)
-			return errno == ENOENT ? -1 : wk_errsys(WX_OSERR, "attempts/%s", id);
-		held = wk_lock_try(adir, "lock", LOCK_EX, 0, &lockfd);
+			return errno == ENOENT ? -1 : wk_errsys(EX_OSERR_, "attempts/%s", id);
+		held = lock_at(adir, "lock", LOCK_EX, 0, &lockfd);
 		close(adir);
 		if (held == 1)
 			close(lockfd);
 		if (held == 1 || (held < 0 && errno == ENOENT))
 			return -1;      /* nobody launching: take it over */
 		if (held < 0)
-			return wk_errsys(WX_OSERR, "attempts/%s/lock", id);
-		if (wk_mono_ms() >= until)
+			return wk_errsys(EX_OSERR_, "attempts/%s/lock", id);
+		if (mono_ms() >= until)
 			break;
-		wk_sleep_ms(20);
+		sleep_ms(20);
 	}
 	if (wire_add(&r, "attempt", id) < 0 || wire_add(&r, "state", "starting") < 0 ||
 	    wk_print(&r) < 0) {
 		wire_free(&r);
-		return wk_errsys(WX_OSERR, "stdout");
+		return wk_errsys(EX_OSERR_, "stdout");
 	}
 	wire_free(&r);
 	return 0;
@@ -1187,13 +1201,13 @@ static int answer_existing(struct wk_state *st, const char *id)
 static int answer_busy(struct launch *l, char *reason)
 {
 	struct wire_rec r = { 0 };
-	int rc = WX_TEMPFAIL;
+	int rc = EX_TEMPFAIL_;
 
 	release_leases(l, 1);
 	remove_attempt_dir(l);
 	if (wire_add(&r, "attempt", l->sp->id) < 0 || wire_add(&r, "state", "busy") < 0 ||
 	    wire_add(&r, "reason", reason) < 0 || wk_print(&r) < 0)
-		rc = wk_errsys(WX_OSERR, "stdout");
+		rc = wk_errsys(EX_OSERR_, "stdout");
 	wire_free(&r);
 	free(reason);
 	return rc;
@@ -1217,7 +1231,7 @@ static int start(struct launch *l)
 	 * is written, because `pause` reads the spec first. */
 	if ((unlinkat(l->adir, "pause", 0) < 0 && errno != ENOENT) ||
 	    (unlinkat(l->adir, "checkpoint", 0) < 0 && errno != ENOENT)) {
-		rc = wk_errsys(WX_OSERR, "%s: removing a stale pause or checkpoint file", l->adir_path);
+		rc = wk_errsys(EX_OSERR_, "%s: removing a stale pause or checkpoint file", l->adir_path);
 		remove_attempt_dir(l);
 		return rc;
 	}
@@ -1225,9 +1239,9 @@ static int start(struct launch *l)
 	 * crash of the machine the job is gone, and a launch without a
 	 * state file is taken over and writes it again (step 7). */
 	n = wire_format(&sp->rec, &buf);
-	if (n < 0 || wk_atomic_write(l->adir, ".spec.tmp", "spec", buf, (size_t)n, 0) < 0) {
+	if (n < 0 || atomic_write_at(l->adir, ".spec.tmp", "spec", buf, (size_t)n, 0600, 0) < 0) {
 		free(buf);
-		rc = wk_errsys(WX_OSERR, "attempts/%s/spec", sp->id);
+		rc = wk_errsys(EX_OSERR_, "attempts/%s/spec", sp->id);
 		remove_attempt_dir(l);
 		return rc;
 	}
@@ -1249,7 +1263,7 @@ static int start(struct launch *l)
 			if (nv_query(&info, pass == 0 ? NV_CARDS : NV_ALL, &err) < 0) {
 				release_leases(l, 1);
 				remove_attempt_dir(l);
-				rc = wk_err(WX_UNAVAILABLE, "%s", err ? err : "nvidia-smi failed");
+				rc = wk_err(EX_UNAVAILABLE_, "%s", err ? err : "nvidia-smi failed");
 				free(err);
 				return rc;
 			}
@@ -1257,7 +1271,7 @@ static int start(struct launch *l)
 			nv_free(&info);
 		}
 		if (rc < 0) {
-			rc = wk_errsys(WX_OSERR, "leases");
+			rc = wk_errsys(EX_OSERR_, "leases");
 			release_leases(l, 1);
 			remove_attempt_dir(l);
 			return rc;
@@ -1271,15 +1285,15 @@ static int start(struct launch *l)
 
 	/* Step 6. */
 	for (i = 0; i < sp->ngpu; i++) {
-		char *v = wk_asprintf("%s%s%s", vis ? vis : "", vis ? "," : "", l->uuid[i]);
+		char *v = xasprintf("%s%s%s", vis ? vis : "", vis ? "," : "", l->uuid[i]);
 
 		free(vis);
 		vis = v;
 		if (!v)
 			break;
 	}
-	pause_path = wk_asprintf("%s/pause", l->adir_path);
-	ck_path = wk_asprintf("%s/checkpoint", l->adir_path);
+	pause_path = xasprintf("%s/pause", l->adir_path);
+	ck_path = xasprintf("%s/checkpoint", l->adir_path);
 	rc = (sp->ngpu && !vis) || !pause_path || !ck_path;
 	if (!rc) {
 		/* The worker's environment, the spec's, then ours. */
@@ -1311,7 +1325,7 @@ static int start(struct launch *l)
 	if (rc) {
 		release_leases(l, 1);
 		remove_attempt_dir(l);
-		return wk_errsys(WX_OSERR, "out of memory");
+		return wk_errsys(EX_OSERR_, "out of memory");
 	}
 
 	if (wire_add(&r, "attempt", sp->id) < 0 || wire_add(&r, "state", "starting") < 0)
@@ -1320,7 +1334,7 @@ static int start(struct launch *l)
 		rc = wire_addf(&r, "gpu", "%lld", sp->gpu[i]) < 0 || wire_add(&r, "uuid", l->uuid[i]) < 0;
 	if (rc || wire_add(&r, "log", l->log_path) < 0 || wk_state_write(st, sp->id, &r) < 0) {
 		wire_free(&r);
-		rc = wk_errsys(WX_OSERR, "attempts/%s.state", sp->id);
+		rc = wk_errsys(EX_OSERR_, "attempts/%s.state", sp->id);
 		release_leases(l, 1);
 		remove_attempt_dir(l);
 		return rc;
@@ -1331,11 +1345,11 @@ static int start(struct launch *l)
 	/* From here on the state file exists: the attempt may have
 	 * started, and is never removed or started again. */
 	if (pipe2(rp, O_CLOEXEC) < 0)
-		return wk_errsys(WX_OSERR, "pipe");
+		return wk_errsys(EX_OSERR_, "pipe");
 	fflush(NULL);
 	pid = fork();
 	if (pid < 0)
-		return wk_errsys(WX_OSERR, "fork");
+		return wk_errsys(EX_OSERR_, "fork");
 	if (pid == 0) {
 		close(rp[0]);
 		supervise(l, rp[1]);
@@ -1345,10 +1359,10 @@ static int start(struct launch *l)
 	 * start); at most 30 s, then answer what is there. */
 	{
 		struct pollfd p = { rp[0], POLLIN, 0 };
-		long long until = wk_mono_ms() + 30000;
+		long long until = mono_ms() + 30000;
 
 		for (;;) {
-			long long left = until - wk_mono_ms();
+			long long left = until - mono_ms();
 			int pr;
 
 			if (left <= 0)
@@ -1365,16 +1379,16 @@ static int start(struct launch *l)
 	l->lockfd = -1;
 	rc = wk_state_read(st, sp->id, &r);
 	if (rc <= 0)
-		return wk_errsys(WX_OSERR, "attempts/%s.state", sp->id);
+		return wk_errsys(EX_OSERR_, "attempts/%s.state", sp->id);
 	rc = wk_print(&r);
 	wire_free(&r);
-	return rc < 0 ? wk_errsys(WX_OSERR, "stdout") : 0;
+	return rc < 0 ? wk_errsys(EX_OSERR_, "stdout") : 0;
 }
 
 static int launch(struct wk_state *st, struct spec *sp)
 {
 	struct launch l;
-	int tries, rc = WX_OSERR, got;
+	int tries, rc = EX_OSERR_, got;
 	size_t i;
 
 	memset(&l, 0, sizeof l);
@@ -1383,18 +1397,18 @@ static int launch(struct wk_state *st, struct spec *sp)
 	l.adir = l.lockfd = -1;
 	l.lease = malloc((sp->ngpu + 1) * sizeof *l.lease);
 	l.uuid = calloc(sp->ngpu + 1, sizeof *l.uuid);
-	l.adir_path = wk_asprintf("%s/attempts/%s", st->path, sp->id);
-	l.log_path = wk_asprintf("%s/attempts/%s/log", st->path, sp->id);
+	l.adir_path = xasprintf("%s/attempts/%s", st->path, sp->id);
+	l.log_path = xasprintf("%s/attempts/%s/log", st->path, sp->id);
 	if (sp->cwd)
 		l.cwd = wk_expand_path(sp->cwd, 0);
 	if (!l.lease || !l.uuid || !l.adir_path || !l.log_path || (sp->cwd && !l.cwd)) {
-		rc = wk_errsys(WX_OSERR, "out of memory");
+		rc = wk_errsys(EX_OSERR_, "out of memory");
 		goto out;
 	}
 	for (i = 0; i < sp->ngpu; i++) {
 		l.lease[i] = -1;
 		if (i < sp->nuuid && !(l.uuid[i] = strdup(sp->uuid[i]))) {
-			rc = wk_errsys(WX_OSERR, "out of memory");
+			rc = wk_errsys(EX_OSERR_, "out of memory");
 			goto out;
 		}
 	}
@@ -1403,7 +1417,7 @@ static int launch(struct wk_state *st, struct spec *sp)
 		int fresh = mkdirat(st->attfd, sp->id, 0700) == 0;
 
 		if (!fresh && errno != EEXIST) {
-			rc = wk_errsys(WX_OSERR, "mkdir %s", l.adir_path);
+			rc = wk_errsys(EX_OSERR_, "mkdir %s", l.adir_path);
 			goto out;
 		}
 		if (!fresh) {
@@ -1424,10 +1438,10 @@ static int launch(struct wk_state *st, struct spec *sp)
 		if (l.adir < 0 || (fresh && fchmod(l.adir, 0700) < 0)) {
 			if (l.adir < 0 && errno == ENOENT)
 				continue;
-			rc = wk_errsys(WX_OSERR, "%s", l.adir_path);
+			rc = wk_errsys(EX_OSERR_, "%s", l.adir_path);
 			goto out;
 		}
-		got = wk_lock_try(l.adir, "lock", LOCK_EX, 1, &l.lockfd);
+		got = lock_at(l.adir, "lock", LOCK_EX, 1, &l.lockfd);
 		if (got == 1) {
 			/* Ours.  A taken-over directory may have got its
 			 * state file just before we locked it. */
@@ -1442,7 +1456,7 @@ static int launch(struct wk_state *st, struct spec *sp)
 			close(l.lockfd);
 			l.lockfd = -1;
 		} else if (got < 0 && errno != ENOENT) {
-			rc = wk_errsys(WX_OSERR, "%s/lock", l.adir_path);
+			rc = wk_errsys(EX_OSERR_, "%s/lock", l.adir_path);
 			goto out;
 		}
 		close(l.adir);
@@ -1452,7 +1466,7 @@ static int launch(struct wk_state *st, struct spec *sp)
 		if (rc >= 0)
 			goto out;
 	}
-	rc = wk_err(WX_OSERR, "%s: the attempt directory keeps changing", l.adir_path);
+	rc = wk_err(EX_OSERR_, "%s: the attempt directory keeps changing", l.adir_path);
 out:
 	if (l.lockfd >= 0)
 		close(l.lockfd);
@@ -1483,7 +1497,7 @@ int launch_rec(struct wk_state *st, const struct wire_rec *rec)
 	memset(&sp, 0, sizeof sp);
 	sp.rec = *rec;
 	if (spec_check(&sp, &bad) < 0)
-		r = wk_err(WX_DATAERR, "bad spec: %s", bad ? bad : "out of memory");
+		r = wk_err(EX_DATAERR_, "bad spec: %s", bad ? bad : "out of memory");
 	else
 		r = launch(st, &sp);
 	free(bad);
@@ -1499,14 +1513,14 @@ int cmd_launch(struct wk_state *st, int argc, char **argv)
 
 	(void)argv;
 	if (argc != 0)
-		return wk_err(WX_USAGE, "usage: %s [-d STATE_DIR] launch < SPEC", PROG);
+		return wk_err(EX_USAGE_, "usage: %s [-d STATE_DIR] launch < SPEC", PROG);
 	r = wire_read(stdin, &rec, &why);
 	if (r == 0)
-		return wk_err(WX_DATAERR, "bad spec: no record on standard input");
+		return wk_err(EX_DATAERR_, "bad spec: no record on standard input");
 	if (r < 0) {
 		if (!why)
-			return wk_errsys(WX_OSERR, "reading the spec");
-		return wk_err(WX_DATAERR, "bad spec: %s", why);
+			return wk_errsys(EX_OSERR_, "reading the spec");
+		return wk_err(EX_DATAERR_, "bad spec: %s", why);
 	}
 	r = launch_rec(st, &rec);
 	wire_free(&rec);
