@@ -31,7 +31,8 @@
  *    before it releases the leases and writes the final state: when
  *    the controller sees the final state, the cards are free.
  *
- * Files: main.c (arguments), launch.c (launch and the supervisor),
+ * Files: main.c (arguments), launch.c (the launch steps; launch.h
+ * says how spec.c, lease.c and supervise.c share them),
  * cmds.c (gpus, status, watch, cancel, pause, log), nvml.c (NVML,
  * through dlopen), nvsmi.c (nvidia-smi), json.c (the checkpoint
  * marker), util.c (messages, paths, state records); ../base/ (I/O, the

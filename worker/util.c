@@ -252,6 +252,8 @@ int wk_attempt_status(const struct wk_state *st, const char *id,
 	if (adir >= 0) {
 		got = lock_at(adir, "lock", LOCK_EX, 0, &lockfd);
 		close(adir);
+	} else if (errno == ELOOP || errno == ENOTDIR) {
+		errno = ENOENT;         /* no directory (a link is not followed): no lock */
 	}
 	if (got < 0 && errno != ENOENT)
 		return -1;
