@@ -28,13 +28,14 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 WARN     = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
-CPPFLAGS += -D_GNU_SOURCE -Ibase -Ispool-layout -I$(B)
+CPPFLAGS += -D_GNU_SOURCE -Ibase -Ispool-layout -Ilink -I$(B)
 ALL_CFLAGS = -std=c11 $(WARN) $(CFLAGS) $(SANFLAGS)
 
 # base/: libc only, shared by the worker, the library, the tools and
-# the daemon.  The library: base/ and spool-layout/ (the disk).
+# the daemon.  The library: base/, spool-layout/ (the disk) and link/
+# (running the worker on a node).
 BASE_SRC = $(wildcard base/*.c)
-LIB_SRC  = $(BASE_SRC) $(wildcard spool-layout/*.c)
+LIB_SRC  = $(BASE_SRC) $(wildcard spool-layout/*.c) $(wildcard link/*.c)
 LIB_OBJ  = $(LIB_SRC:%.c=$(B)/%.o)
 LIB      = $(B)/libcardbaton.a
 
@@ -56,7 +57,7 @@ FAKE_NVML  = $(B)/tests/fake-nvml/libnvidia-ml.so.1 $(B)/tests/fake-nvml-old/lib
 
 all: $(BINS) $(UNIT_BIN) $(FAKE_NVML)
 
-$(B)/%.o: %.c $(wildcard base/*.h spool-layout/*.h spoold/*.h bin/*.h worker/*.h)
+$(B)/%.o: %.c $(wildcard base/*.h spool-layout/*.h link/*.h spoold/*.h bin/*.h worker/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(ALL_CFLAGS) -c -o $@ $<
 
@@ -68,7 +69,7 @@ $(B)/worker-id.h: $(WORKER_ALL) Makefile
 		"$$(cat $(WORKER_ALL) | sha256sum | cut -c1-16)" > $@.tmp
 	mv -f $@.tmp $@
 
-$(B)/spool-layout/node.o: $(B)/worker-id.h
+$(B)/link/node.o: $(B)/worker-id.h
 
 $(LIB): $(LIB_OBJ)
 	rm -f $@

@@ -21,10 +21,19 @@
 const char *progname = "cardbaton";
 const char *opt_config;
 
+/* Shipping the worker to a node takes a while: say so on a terminal. */
+static void tty_progress(void *arg, const char *line)
+{
+	(void)arg;
+	if (isatty(2))
+		fprintf(stderr, "cardbaton: %s\n", line);
+}
+
 void prog_init(int argc, char **argv)
 {
 	const char *s;
 
+	node_set_progress(tty_progress, NULL);
 	if (argc < 1 || !argv[0] || !*argv[0])
 		return;
 	s = strrchr(argv[0], '/');

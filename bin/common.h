@@ -5,8 +5,9 @@
  * formatting (shell quoting, ages, aligned tables) that the human
  * views have in common.
  *
- * Library code (spool-layout/) returns errors in a struct cb_err; only
- * these helpers print them, always as the single line "PROG: text".
+ * Library code (base/, spool-layout/, link/) returns errors in a struct
+ * cb_err; only these helpers print them, always as the single line
+ * "PROG: text".
  */
 #ifndef CARDBATON_BIN_COMMON_H
 #define CARDBATON_BIN_COMMON_H
@@ -16,10 +17,13 @@
 #include <stdio.h>
 
 #include "spool.h"
+#include "node.h"
 
 /* ---- program name and dying ------------------------------------------- */
 
-/* basename(argv[0]); "cardbaton" until prog_init runs. */
+/* basename(argv[0]); "cardbaton" until prog_init runs, which also
+ * shows the link's progress lines (node_set_progress) on a terminal as
+ * "cardbaton: LINE". */
 extern const char *progname;
 void prog_init(int argc, char **argv);
 

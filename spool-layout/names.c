@@ -134,3 +134,14 @@ int attempt_id_parse(const char *aid, char spool_id[9], long long *job, int *n)
 	*n = (int)k;
 	return 0;
 }
+
+long long attempt_job(const char *spool_id, const char *aid)
+{
+	char sid[9];
+	long long job;
+	int n;
+
+	if (!aid || attempt_id_parse(aid, sid, &job, &n) < 0 || strcmp(sid, spool_id))
+		return 0;
+	return job;
+}

@@ -111,6 +111,8 @@ int jobid_parse(const char *s, long long *id);
  * directory.  attempt_id_parse: 0 and job/n set, or -1. */
 char *attempt_id(const char *spool_id, long long job, int n);
 int attempt_id_parse(const char *aid, char spool_id[9], long long *job, int *n);
+/* The job ID of an attempt ID from this spool, or 0. */
+long long attempt_job(const char *spool_id, const char *aid);
 
 /* ---- jobfile.c: job.yaml / JSON job files (libyaml) ----------------- */
 
@@ -526,101 +528,6 @@ struct index_writer {
 int index_tick(struct index_writer *w, struct spool *sp, int timeout);
 /* Wait for the child in flight (at most a few seconds; then kill it). */
 void index_stop(struct index_writer *w);
-
-/* ---- node.c: running cardbaton-worker on a node ---------------------- */
-
-/* Deadlines for remote calls (ms).  An open ssh master does not obey
- * ConnectTimeout, so every call carries its own. */
-#define NODE_CALL_MS 30000
-#define NODE_QUERY_MS 15000
-
-struct node_reply {
-	int status;             /* the worker's exit status; -1 when it could not
-				 * be run, timed out or died of a signal */
-	char *out;              /* its standard output, NUL-terminated */
-	size_t outlen;
-	char *err;              /* its standard error, or what went wrong
-				 * reaching it (NUL-terminated, may be "") */
-};
-
-/*
- * Path of the worker for local nodes: $CARDBATON_WORKER, else
- * cardbaton-worker beside the running program, else PATH.  malloc'd.
- */
-char *worker_path(void);
-
-/*
- * The argv that runs "cardbaton-worker -d STATE ARGS..." on node NC:
- * the local worker directly, or ssh_command + options + the host + one
- * shell-quoted remote command.  NULL-terminated, malloc'd (free with
- * argv_free).
- */
-char **node_argv(const struct config *c, const struct node_conf *nc,
-		 const char *const *args);
-void argv_free(char **v);
-
-/* Run ARGS on the node, write INPUT (may be NULL) to its stdin, collect
- * stdout and stderr, all within TIMEOUT_MS (then it is killed).  0 with
- * R filled (look at r->status), or -1 with errno when it could not be
- * started.  On an SSH node that lacks this worker version (the remote
- * shell answers 127) the worker is installed and the call repeated. */
-int node_run(const struct config *c, const struct node_conf *nc,
-	     const char *const *args, const char *input, size_t inlen,
-	     int timeout_ms, struct node_reply *r);
-void node_reply_free(struct node_reply *r);
-
-/*
- * Make sure REMOTE_STATE_DIR/bin/cardbaton-worker-WORKER_ID exists on
- * the SSH node NC (no-op for a local node): a static build when the
- * node's `uname -m` is the controller's, else the sources compiled
- * there with cc.  Installed atomically (temp file + rename); progress on
- * stderr when it is a terminal.  0, or -1 with EX_UNAVAILABLE_.
- */
-int node_ensure_worker(const struct config *c, const struct node_conf *nc,
-		       struct cb_err *err);
-
-/*
- * Make sure the public key KEY (one "TYPE BLOB [COMMENT]" line) is in the
- * node account's ~/.ssh/authorized_keys: existing entries are kept, a
- * key already there is not added twice, the file is replaced atomically
- * with mode 600.  INTERACTIVE lets ssh prompt (password, host key).
- * 0 added, 1 already there, -1 with EX_UNAVAILABLE_.
- */
-int node_ensure_key(const struct config *c, const struct node_conf *nc, const char *key,
-		    int interactive, struct cb_err *err);
-/* The first line of the public key file PATH ("~" expands), checked to
- * be an OpenSSH public key.  malloc'd, or NULL with EX_NOINPUT_ /
- * EX_DATAERR_. */
-char *pubkey_read(const char *path, struct cb_err *err);
-
-/* Start ARGS on the node for a long conversation (watch, log -f):
- * *in (its stdin, or -1 when IN is NULL) and *out are pipe ends, close-on-exec. */
-pid_t node_spawn(const struct config *c, const struct node_conf *nc,
-		 const char *const *args, int *in, int *out);
-
-struct gpu_info {
-	int index;
-	char *uuid, *name;
-	long long mem_used, mem_total, util, procs;    /* -1: not reported */
-	char *lease;            /* holder's attempt ID, or NULL when free */
-};
-
-/* Parse the records of `cardbaton-worker gpus`.  0, or -1 with errno
- * EINVAL on a malformed reply or one holding an `error` record. */
-int gpus_parse(const char *out, size_t len, struct gpu_info **g, size_t *n);
-void gpus_free(struct gpu_info *g, size_t n);
-/* Idle per SPEC §7: memory used <= idle_mib, no compute process, no lease. */
-int gpu_idle(const struct gpu_info *g, long long idle_mib);
-/* Eligible per the node's `gpus:` list. */
-int gpu_eligible(const struct node_conf *nc, int index);
-
-/* Ask node NC for its GPUs (the worker's gpus command).  0 with the
- * list, or -1 with ERR (EX_UNAVAILABLE_: "NODE: why"). */
-int node_gpus(const struct config *c, const struct node_conf *nc,
-	      struct gpu_info **g, size_t *n, struct cb_err *err);
-
-/* The job ID of an attempt ID from this spool, or 0. */
-long long attempt_job(const char *spool_id, const char *aid);
 
 /* ---- batch.c: many atomic writes, three syncs --------------------------- */
 

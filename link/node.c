@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,32 +23,52 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "spool.h"
+#include "node.h"
 #include "worker-id.h"
 
 #define REPLY_MAX (16u << 20)
 
+/* The directory of the running program (malloc'd), or NULL. */
+static char *exe_dir(void)
+{
+	size_t cap = 256;
+
+	for (;;) {
+		char *b = malloc(cap), *slash;
+		ssize_t n;
+
+		if (!b)
+			return NULL;
+		n = readlink("/proc/self/exe", b, cap);
+		if (n > 0 && (size_t)n < cap) {
+			b[n] = '\0';
+			if ((slash = strrchr(b, '/'))) {
+				*slash = '\0';
+				return b;
+			}
+		}
+		free(b);
+		if (n <= 0 || (size_t)n < cap || cap > (1u << 20))
+			return NULL;
+		cap *= 2;       /* it may have been cut short */
+	}
+}
+
 char *worker_path(void)
 {
 	const char *env = getenv("CARDBATON_WORKER");
-	char self[PATH_MAX + 1];
-	ssize_t n;
+	char *dir, *p;
 
 	if (env && *env)
 		return strdup(env);
-	n = readlink("/proc/self/exe", self, PATH_MAX);
-	if (n > 0) {
-		char *slash, *p;
-
-		self[n] = '\0';
-		if ((slash = strrchr(self, '/'))) {
-			*slash = '\0';
-			if (!(p = xasprintf("%s/cardbaton-worker", self)))
-				return NULL;
-			if (access(p, X_OK) == 0)
-				return p;
-			free(p);
-		}
+	if ((dir = exe_dir())) {
+		p = xasprintf("%s/cardbaton-worker", dir);
+		free(dir);
+		if (!p)
+			return NULL;
+		if (access(p, X_OK) == 0)
+			return p;
+		free(p);
 	}
 	return strdup("cardbaton-worker");
 }
@@ -446,22 +467,20 @@ int node_run(const struct config *c, const struct node_conf *nc,
  * ../libexec/cardbaton/ (an installed tree).  malloc'd or NULL. */
 static char *ship_file(const char *name)
 {
-	char self[PATH_MAX + 1], *slash, *p;
-	ssize_t n = readlink("/proc/self/exe", self, PATH_MAX);
+	char *self = exe_dir(), *p;
 
-	if (n <= 0)
+	if (!self)
 		return NULL;
-	self[n] = '\0';
-	if (!(slash = strrchr(self, '/')))
-		return NULL;
-	*slash = '\0';
 	if ((p = xasprintf("%s/%s", self, name)) && access(p, R_OK) == 0)
-		return p;
+		goto out;
 	free(p);
 	if ((p = xasprintf("%s/../libexec/cardbaton/%s", self, name)) && access(p, R_OK) == 0)
-		return p;
+		goto out;
 	free(p);
-	return NULL;
+	p = NULL;
+out:
+	free(self);
+	return p;
 }
 
 static char *slurp(const char *path, size_t *len)
@@ -498,6 +517,31 @@ static int run_remote(const struct config *c, const struct node_conf *nc, struct
 	return run_argv(argv, input, inlen, timeout_ms, r);
 }
 
+static node_progress_fn *progress_fn;
+static void *progress_arg;
+
+void node_set_progress(node_progress_fn *fn, void *arg)
+{
+	progress_fn = fn;
+	progress_arg = arg;
+}
+
+static void progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void progress(const char *fmt, ...)
+{
+	va_list ap;
+	char *line;
+
+	if (!progress_fn)
+		return;
+	va_start(ap, fmt);
+	line = vxasprintf(fmt, ap);
+	va_end(ap);
+	if (line)
+		progress_fn(progress_arg, line);
+	free(line);
+}
+
 int node_ensure_worker(const struct config *c, const struct node_conf *nc, struct cb_err *err)
 {
 	struct sbuf cmd = { 0 };
@@ -505,7 +549,7 @@ int node_ensure_worker(const struct config *c, const struct node_conf *nc, struc
 	struct utsname u;
 	char *arch, *file = NULL, *body = NULL, *input = NULL;
 	size_t len = 0;
-	int native, ret = -1, tty = isatty(2);
+	int native, ret = -1;
 
 	if (nc->local)
 		return 0;
@@ -527,9 +571,8 @@ int node_ensure_worker(const struct config *c, const struct node_conf *nc, struc
 		return 0;
 	}
 	native = uname(&u) == 0 && !strcmp(u.machine, arch);
-	if (tty)
-		fprintf(stderr, "cardbaton: %s: installing cardbaton-worker %s (%s, %s)...\n",
-			nc->name, WORKER_ID, arch, native ? "static build" : "compiled there");
+	progress("%s: installing cardbaton-worker %s (%s, %s)...", nc->name, WORKER_ID, arch,
+		 native ? "static build" : "compiled there");
 	if (!(file = ship_file(native ? "cardbaton-worker-static" : "cardbaton-worker.shar")) ||
 	    !(body = slurp(file, &len))) {
 		cb_err_set(err, EX_UNAVAILABLE_, "%s: cannot find %s to install the worker", nc->name,
@@ -570,8 +613,7 @@ int node_ensure_worker(const struct config *c, const struct node_conf *nc, struc
 		goto out;
 	}
 	node_reply_free(&r2);
-	if (tty)
-		fprintf(stderr, "cardbaton: %s: cardbaton-worker installed\n", nc->name);
+	progress("%s: cardbaton-worker installed", nc->name);
 	ret = 0;
 	goto out;
 oom:
@@ -724,17 +766,6 @@ int node_gpus(const struct config *c, const struct node_conf *nc,
 	}
 	node_reply_free(&r);
 	return ret;
-}
-
-long long attempt_job(const char *spool_id, const char *aid)
-{
-	char sid[9];
-	long long job;
-	int n;
-
-	if (!aid || attempt_id_parse(aid, sid, &job, &n) < 0 || strcmp(sid, spool_id))
-		return 0;
-	return job;
 }
 
 /*
