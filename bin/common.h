@@ -108,7 +108,7 @@ void finish_stdout(void);
 /* Columns of the terminal on stdout, or 0 when stdout is not one. */
 int term_width(void);
 
-/* shell_join, command_display and printable are in spool.h (index.c):
+/* shell_join, command_display and printable are in view.h (view.c):
  * the daemon renders status's cells into SPOOL/queued.idx with them. */
 
 /* A duration in ms as "45s", "12m", "3h07m", "2d05h" into BUF. */

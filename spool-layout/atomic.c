@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "spool.h"
+#include "atomic.h"
 
 int move_noreplace(int fromfd, const char *from, int tofd, const char *to)
 {

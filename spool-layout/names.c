@@ -12,7 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "spool.h"
+#include "names.h"
+#include "util.h"
 
 #define PRIO_BIAS 100000000LL
 

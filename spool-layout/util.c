@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "spool.h"
+#include "util.h"
 
 static int err_setv(struct cb_err *err, int ex, const char *suffix,
 		    const char *fmt, va_list ap)
