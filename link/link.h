@@ -14,7 +14,9 @@
 #ifndef CARDBATON_LINK_H
 #define CARDBATON_LINK_H
 
+#include "jobfile.h"
 #include "node.h"
+#include "wire.h"
 
 /* The directory of the running program (malloc'd), or NULL. */
 char *link_exe_dir(void);

@@ -18,7 +18,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "spool.h"
+#include "config.h"
+#include "util.h"
 
 /* Deadlines for remote calls (ms).  An open ssh master does not obey
  * ConnectTimeout, so every call carries its own. */

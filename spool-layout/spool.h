@@ -33,6 +33,7 @@
  *   batch.h     many atomic writes at once
  *   view.h      what status shows of a job
  *   index.h     queued.idx, status's cache of queued/
+ *   statusread.h  how status reads the spool
  *   crash.h, wire.h  (libc only, shared with the worker)
  *
  * The node link (running the worker on a node) is not here: link/node.h.
@@ -57,5 +58,6 @@
 #include "batch.h"
 #include "view.h"
 #include "index.h"
+#include "statusread.h"
 
 #endif
