@@ -78,7 +78,7 @@ $(LIB): $(LIB_OBJ)
 $(B)/cardbaton-%: $(B)/bin/%.o $(BIN_COMMON:%.c=$(B)/%.o) $(LIB)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(B)/cardbaton: $(B)/bin/cardbaton.o
+$(B)/cardbaton: $(B)/bin/cardbaton.o $(BASE_SRC:%.c=$(B)/%.o)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^
 
 $(B)/sshgpu: $(B)/cardbaton

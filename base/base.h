@@ -10,7 +10,8 @@
  * 0 (or a count) on success and -1 with errno on failure.
  *
  * Files: fmt.c (xasprintf), clock.c (the clocks), file.c (writes,
- * reads, the atomic write, mkdir -p), lock.c (flock).
+ * reads, the atomic write, mkdir -p, the program's directory), lock.c
+ * (flock).
  */
 #ifndef CARDBATON_BASE_H
 #define CARDBATON_BASE_H
@@ -90,6 +91,10 @@ int atomic_write_at(int dirfd, const char *tmpname, const char *name,
 /* mkdir -p PATH: what is made gets exactly 0700, whatever the umask;
  * what exists is left as it is.  0 or -1/errno. */
 int mkdir_p(const char *path);
+
+/* The directory of the running program (/proc/self/exe), malloc'd, or
+ * NULL. */
+char *exe_dir(void);
 
 /* ---- lock.c ----------------------------------------------------------- */
 

@@ -1,6 +1,7 @@
 /*
- * file.c - whole-buffer I/O, careful reads and the atomic write
- * (base.h; LAYOUT.md §3 is the protocol atomic_write implements).
+ * file.c - whole-buffer I/O, careful reads, the atomic write (base.h;
+ * LAYOUT.md §3 is the protocol atomic_write implements), mkdir -p, and
+ * where the running program lives.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -232,4 +233,35 @@ int mkdir_p(const char *path)
 	}
 	free(p);
 	return r;
+}
+
+char *exe_dir(void)
+{
+	size_t size = 256;
+
+	for (;;) {
+		char *buf = malloc(size), *slash;
+		ssize_t n;
+
+		if (!buf)
+			return NULL;
+		n = readlink("/proc/self/exe", buf, size);
+		if (n < 0) {
+			free(buf);
+			return NULL;
+		}
+		if ((size_t)n < size) {
+			buf[n] = '\0';
+			if (!(slash = strrchr(buf, '/'))) {
+				free(buf);
+				return NULL;
+			}
+			*slash = '\0';
+			return buf;
+		}
+		free(buf);
+		if (size > (1u << 20))
+			return NULL;
+		size *= 2;
+	}
 }

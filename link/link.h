@@ -18,9 +18,6 @@
 #include "node.h"
 #include "wire.h"
 
-/* The directory of the running program (malloc'd), or NULL. */
-char *link_exe_dir(void);
-
 /* DIR/REST as one word for the node's shell; a leading "~" becomes
  * "$HOME", which the node's shell expands.  link_remote_worker: this
  * worker's path there, REMOTE_STATE_DIR/bin/cardbaton-worker-WORKER_ID. */

@@ -29,31 +29,6 @@
 
 #define REPLY_MAX (16u << 20)
 
-char *link_exe_dir(void)
-{
-	size_t cap = 256;
-
-	for (;;) {
-		char *b = malloc(cap), *slash;
-		ssize_t n;
-
-		if (!b)
-			return NULL;
-		n = readlink("/proc/self/exe", b, cap);
-		if (n > 0 && (size_t)n < cap) {
-			b[n] = '\0';
-			if ((slash = strrchr(b, '/'))) {
-				*slash = '\0';
-				return b;
-			}
-		}
-		free(b);
-		if (n <= 0 || (size_t)n < cap || cap > (1u << 20))
-			return NULL;
-		cap *= 2;       /* it may have been cut short */
-	}
-}
-
 char *worker_path(void)
 {
 	const char *env = getenv("CARDBATON_WORKER");
@@ -61,7 +36,7 @@ char *worker_path(void)
 
 	if (env && *env)
 		return strdup(env);
-	if ((dir = link_exe_dir())) {
+	if ((dir = exe_dir())) {
 		p = xasprintf("%s/cardbaton-worker", dir);
 		free(dir);
 		if (!p)

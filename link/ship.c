@@ -20,7 +20,7 @@
  * ../libexec/cardbaton/ (an installed tree).  malloc'd or NULL. */
 static char *ship_file(const char *name)
 {
-	char *self = link_exe_dir(), *p;
+	char *self = exe_dir(), *p;
 
 	if (!self)
 		return NULL;
