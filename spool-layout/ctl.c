@@ -28,8 +28,8 @@ int spool_ctl(struct spool *sp, long long id, enum ctl_op op, long long arg,
 	body = arg == CTL_NO_ARG ? strdup("") : xasprintf("priority %lld\n", arg);
 	if (!name || !body)
 		r = cb_err_sys(err, EX_OSERR_, "request");
-	else if (atomic_write(sp->dir[SD_TMP], sp->dir[SD_CTL], name, body, strlen(body), sp->fmode) < 0)
-		r = cb_err_sys(err, spool_errno_ex(errno), "%s/ctl/%s", sp->path, name);
+	else
+		r = spool_write(sp, SD_CTL, name, body, err);
 	free(name);
 	free(body);
 	return r;

@@ -28,11 +28,7 @@ int spool_node_put(struct spool *sp, const struct node_status *ns, struct cb_err
 		cb_err_sys(err, EX_OSERR_, "node %s", ns->name);
 		goto out;
 	}
-	if (atomic_write(sp->dir[SD_TMP], sp->dir[SD_NODES], name, text, strlen(text), sp->fmode) < 0) {
-		cb_err_sys(err, spool_errno_ex(errno), "%s/nodes/%s", sp->path, name);
-		goto out;
-	}
-	r = 0;
+	r = spool_write(sp, SD_NODES, name, text, err);
 out:
 	cJSON_Delete(o);
 	cJSON_free(text);

@@ -336,12 +336,8 @@ int spool_submit(struct spool *sp, const struct job_def *jd, long long *id,
 		goto out;
 	}
 	/* Staged in tmp/ under the final name, renamed into new/. */
-	if (atomic_write(sp->dir[SD_TMP], sp->dir[SD_NEW], name, text, strlen(text), sp->fmode) < 0) {
-		cb_err_sys(err, write_ex(), "%s/new/%s", sp->path, name);
-		goto out;
-	}
-	*id = seq;
-	r = 0;
+	if ((r = spool_write(sp, SD_NEW, name, text, err)) == 0)
+		*id = seq;
 out:
 	cJSON_Delete(o);
 	cJSON_free(text);
@@ -359,6 +355,14 @@ void spool_list_free(char **names, size_t n)
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int spool_write(struct spool *sp, enum spool_dir d, const char *name, const char *text,
+		struct cb_err *err)
+{
+	if (atomic_write(sp->dir[SD_TMP], sp->dir[d], name, text, strlen(text), sp->fmode) < 0)
+		return cb_err_sys(err, write_ex(), "%s/%s/%s", sp->path, spool_dir_name[d], name);
+	return 0;
 }
 
 int spool_list(struct spool *sp, enum spool_dir d, char ***names, size_t *n)

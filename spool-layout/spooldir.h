@@ -63,6 +63,12 @@ int spool_seq_block(struct spool *sp, long long floor, long long count, long lon
 int spool_submit(struct spool *sp, const struct job_def *jd, long long *id,
 		 struct cb_err *err);
 
+/* Write TEXT as D/NAME in the spool: atomic_write through tmp/, mode
+ * sp->fmode; an error names the file (EX_TEMPFAIL_ for a full disk or a
+ * read-only spool: spool_errno_ex). */
+int spool_write(struct spool *sp, enum spool_dir d, const char *name, const char *text,
+		struct cb_err *err);
+
 /* Entries of DIR that do not begin with '.', sorted with strcmp.
  * *names is a malloc'd array of malloc'd strings. */
 int spool_list(struct spool *sp, enum spool_dir d, char ***names, size_t *n);

@@ -207,10 +207,8 @@ int spool_put(struct spool *sp, struct job *j, enum spool_dir from_dir,
 		return cb_err_sys(err, EX_OSERR_, "job %lld", j->id);
 	}
 	CRASH_POINT("put: before", trans);
-	if (atomic_write(sp->dir[SD_TMP], sp->dir[to], name, text, strlen(text), sp->fmode) < 0) {
-		cb_err_sys(err, spool_errno_ex(errno), "%s/%s/%s", sp->path, spool_dir_name[to], name);
+	if (spool_write(sp, to, name, text, err) < 0)
 		goto out;
-	}
 	CRASH_POINT("put: written", trans);
 	if (from_name && (from_dir != to || strcmp(from_name, name))) {
 		if (unlinkat(sp->dir[from_dir], from_name, 0) < 0 && errno != ENOENT) {
