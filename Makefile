@@ -28,10 +28,14 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 WARN     = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
-CPPFLAGS += -D_GNU_SOURCE -Ispool-layout -I$(B)
+CPPFLAGS += -D_GNU_SOURCE -Ibase -Ispool-layout -Ilink -I$(B)
 ALL_CFLAGS = -std=c11 $(WARN) $(CFLAGS) $(SANFLAGS)
 
-LIB_SRC  = $(wildcard spool-layout/*.c)
+# base/: libc only, shared by the worker, the library, the tools and
+# the daemon.  The library: base/, spool-layout/ (the disk) and link/
+# (running the worker on a node).
+BASE_SRC = $(wildcard base/*.c)
+LIB_SRC  = $(BASE_SRC) $(wildcard spool-layout/*.c) $(wildcard link/*.c)
 LIB_OBJ  = $(LIB_SRC:%.c=$(B)/%.o)
 LIB      = $(B)/libcardbaton.a
 
@@ -42,8 +46,8 @@ BINS     = $(B)/cardbaton $(B)/sshgpu $(TOOL_BIN) $(B)/cardbaton-spoold \
            $(B)/cardbaton-worker.shar
 
 SPOOLD_SRC = $(wildcard spoold/*.c)
-WORKER_SRC = $(wildcard worker/*.c) spool-layout/wire.c spool-layout/crash.c
-WORKER_ALL = $(WORKER_SRC) $(wildcard worker/*.h) spool-layout/wire.h spool-layout/crash.h
+WORKER_SRC = $(wildcard worker/*.c) $(BASE_SRC) spool-layout/wire.c spool-layout/crash.c
+WORKER_ALL = $(WORKER_SRC) $(wildcard worker/*.h) base/base.h spool-layout/wire.h spool-layout/crash.h
 UNIT_SRC   = $(wildcard tests/unit/*.c)
 UNIT_BIN   = $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 BIN_COMMON = $(filter-out $(TOOLS:%=bin/%.c) bin/cardbaton.c,$(wildcard bin/*.c))
@@ -53,7 +57,7 @@ FAKE_NVML  = $(B)/tests/fake-nvml/libnvidia-ml.so.1 $(B)/tests/fake-nvml-old/lib
 
 all: $(BINS) $(UNIT_BIN) $(FAKE_NVML)
 
-$(B)/%.o: %.c $(wildcard spool-layout/*.h spoold/*.h bin/*.h worker/*.h)
+$(B)/%.o: %.c $(wildcard base/*.h spool-layout/*.h link/*.h spoold/*.h bin/*.h worker/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(ALL_CFLAGS) -c -o $@ $<
 
@@ -65,7 +69,7 @@ $(B)/worker-id.h: $(WORKER_ALL) Makefile
 		"$$(cat $(WORKER_ALL) | sha256sum | cut -c1-16)" > $@.tmp
 	mv -f $@.tmp $@
 
-$(B)/spool-layout/node.o: $(B)/worker-id.h
+$(B)/link/node.o $(B)/link/ship.o: $(B)/worker-id.h
 
 $(LIB): $(LIB_OBJ)
 	rm -f $@
@@ -74,7 +78,7 @@ $(LIB): $(LIB_OBJ)
 $(B)/cardbaton-%: $(B)/bin/%.o $(BIN_COMMON:%.c=$(B)/%.o) $(LIB)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(B)/cardbaton: $(B)/bin/cardbaton.o
+$(B)/cardbaton: $(B)/bin/cardbaton.o $(BASE_SRC:%.c=$(B)/%.o)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^
 
 $(B)/sshgpu: $(B)/cardbaton
@@ -96,7 +100,7 @@ $(B)/cardbaton-worker: $(WORKER_SRC:%.c=$(B)/%.o)
 # Without NVML (worker/nvml.c): dlopen from a static glibc binary would
 # load a second libc.  It asks nvidia-smi.
 $(B)/cardbaton-worker-static: $(WORKER_ALL)
-	$(CC) -std=c11 -D_GNU_SOURCE -DCARDBATON_NO_NVML -Ispool-layout $(WARN) -O2 -static -o $@ $(WORKER_SRC)
+	$(CC) -std=c11 -D_GNU_SOURCE -DCARDBATON_NO_NVML -Ibase -Ispool-layout $(WARN) -O2 -static -o $@ $(WORKER_SRC)
 
 $(B)/cardbaton-worker.shar: $(WORKER_ALL) worker/mkshar.sh
 	worker/mkshar.sh $@ $(WORKER_ALL)

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "spool.h"      /* CARDBATON_VERSION and the exit codes only */
+#include "util.h"       /* CARDBATON_VERSION and the exit codes only */
 
 static const char *prog = "cardbaton";
 
@@ -64,38 +64,6 @@ static void flush_stdout(void)
 {
 	if (fflush(stdout) == EOF || ferror(stdout))
 		die(EX_IOERR_, "standard output: %s", strerror(errno ? errno : EIO));
-}
-
-/* The directory of the running executable, malloc'd, or NULL. */
-static char *self_dir(void)
-{
-	size_t size = 256;
-
-	for (;;) {
-		char *buf = malloc(size), *slash;
-		ssize_t n;
-
-		if (!buf)
-			return NULL;
-		n = readlink("/proc/self/exe", buf, size);
-		if (n < 0) {
-			free(buf);
-			return NULL;
-		}
-		if ((size_t)n < size) {
-			buf[n] = '\0';
-			if (!(slash = strrchr(buf, '/'))) {
-				free(buf);
-				return NULL;
-			}
-			*slash = '\0';
-			return buf;
-		}
-		free(buf);
-		if (size > (1u << 20))
-			return NULL;
-		size *= 2;
-	}
 }
 
 int main(int argc, char **argv)
@@ -164,7 +132,7 @@ int main(int argc, char **argv)
 		nargv[n++] = argv[i];
 	nargv[n] = NULL;
 
-	if ((dir = self_dir())) {
+	if ((dir = exe_dir())) {
 		char *path;
 
 		if (asprintf(&path, "%s/%s", dir, tool) < 0)

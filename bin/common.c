@@ -21,10 +21,19 @@
 const char *progname = "cardbaton";
 const char *opt_config;
 
+/* Shipping the worker to a node takes a while: say so on a terminal. */
+static void tty_progress(void *arg, const char *line)
+{
+	(void)arg;
+	if (isatty(2))
+		fprintf(stderr, "cardbaton: %s\n", line);
+}
+
 void prog_init(int argc, char **argv)
 {
 	const char *s;
 
+	node_set_progress(tty_progress, NULL);
 	if (argc < 1 || !argv[0] || !*argv[0])
 		return;
 	s = strrchr(argv[0], '/');
@@ -38,22 +47,12 @@ static void vline(const char *fmt, va_list ap, const char *suffix)
 	/* One fprintf-free write so that concurrent tools never interleave
 	 * half lines on a shared terminal or log. */
 	struct sbuf b = { 0 };
-	char *msg = NULL;
+	char *msg = vxasprintf(fmt, ap);
 
-	if (vasprintf(&msg, fmt, ap) < 0)
-		msg = NULL;
 	if (sbuf_addf(&b, "%s: %s%s%s\n", progname, msg ? msg : strerror(ENOMEM),
 		      suffix ? ": " : "", suffix ? suffix : "") == 0) {
-		size_t off = 0;
-
-		while (off < b.len) {
-			ssize_t w = write(2, b.s + off, b.len - off);
-
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w <= 0)
-				break;
-			off += (size_t)w;
+		if (write_full(2, b.s, b.len) < 0) {
+			/* stderr is gone: nobody to tell */
 		}
 	} else {
 		fputs(progname, stderr);
@@ -111,9 +110,10 @@ char *must_asprintf(const char *fmt, ...)
 	char *s;
 
 	va_start(ap, fmt);
-	if (vasprintf(&s, fmt, ap) < 0)
-		die(EX_OSERR_, "%s", strerror(ENOMEM));
+	s = vxasprintf(fmt, ap);
 	va_end(ap);
+	if (!s)
+		die(EX_OSERR_, "%s", strerror(ENOMEM));
 	return s;
 }
 
@@ -125,8 +125,7 @@ void usage_error(const char *usage, const char *fmt, ...)
 	char *msg;
 
 	va_start(ap, fmt);
-	if (vasprintf(&msg, fmt, ap) < 0)
-		msg = NULL;
+	msg = vxasprintf(fmt, ap);
 	va_end(ap);
 	die(EX_USAGE_, "%s (usage: %s)", msg ? msg : strerror(ENOMEM), usage);
 }

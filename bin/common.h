@@ -5,8 +5,9 @@
  * formatting (shell quoting, ages, aligned tables) that the human
  * views have in common.
  *
- * Library code (spool-layout/) returns errors in a struct cb_err; only
- * these helpers print them, always as the single line "PROG: text".
+ * Library code (base/, spool-layout/, link/) returns errors in a struct
+ * cb_err; only these helpers print them, always as the single line
+ * "PROG: text".
  */
 #ifndef CARDBATON_BIN_COMMON_H
 #define CARDBATON_BIN_COMMON_H
@@ -16,10 +17,13 @@
 #include <stdio.h>
 
 #include "spool.h"
+#include "node.h"
 
 /* ---- program name and dying ------------------------------------------- */
 
-/* basename(argv[0]); "cardbaton" until prog_init runs. */
+/* basename(argv[0]); "cardbaton" until prog_init runs, which also
+ * shows the link's progress lines (node_set_progress) on a terminal as
+ * "cardbaton: LINE". */
 extern const char *progname;
 void prog_init(int argc, char **argv);
 
@@ -104,7 +108,7 @@ void finish_stdout(void);
 /* Columns of the terminal on stdout, or 0 when stdout is not one. */
 int term_width(void);
 
-/* shell_join, command_display and printable are in spool.h (index.c):
+/* shell_join, command_display and printable are in view.h (view.c):
  * the daemon renders status's cells into SPOOL/queued.idx with them. */
 
 /* A duration in ms as "45s", "12m", "3h07m", "2d05h" into BUF. */

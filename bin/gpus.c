@@ -56,14 +56,6 @@ struct ask {
 	char *error;            /* NULL when the node answered */
 };
 
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* In the child: ask the node, write the answer to FD, _exit. */
 static _Noreturn void child(const struct config *c, const struct node_conf *nc, int fd)
 {

@@ -37,26 +37,10 @@ static const struct option longopts[] = {
 
 #define ERR_KEEP 4096   /* bytes of the worker's stderr kept for the message */
 
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void write_all(const char *p, size_t n)
 {
-	while (n) {
-		ssize_t w = write(1, p, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			die_sys(EX_IOERR_, "standard output");
-		p += w;
-		n -= (size_t)w;
-	}
+	if (write_full(1, p, n) < 0)
+		die_sys(EX_IOERR_, "standard output");
 }
 
 /*

@@ -3,41 +3,16 @@
  * and (with --all) finished jobs; or the jobs named.
  *
  * Design: status is a reader of the spool as LAYOUT.md describes it,
- * and works the same with or without the daemon.  One readdir per
- * directory, one read per record shown -- except queued/, which the
- * daemon summarises in SPOOL/queued.idx (LAYOUT.md §11, index.c):
- *
- *  1. list new/ incoming/; then queued/: when queued.idx describes
- *     queued/ as it is now (the directory's device, inode, ctime and
- *     mtime are those the index was made for; fstat()ed after the
- *     index is read and before running/ is listed), its lines stand for
- *     the names and the records of queued/ -- no listing, no reads;
- *     otherwise queued/ is listed as below.  Then running/ paused/ (and
- *     done/ for --all; otherwise done/ is only looked up for the IDs
- *     listed, or, while done/ is as it was when the index was made, for
- *     the IDs the index says have a copy there);
- *  2. group the names by job ID: where two records of one ID exist (a
- *     crash between the two steps of spool_put, or a listing taken
- *     while a job moved) both are read and the higher rev is kept (an
- *     index line carries its record's rev); a submission in new/ or
- *     incoming/ whose ID already has a record is stale (incoming/) or
- *     will get a fresh ID (new/);
- *  3. read what is shown; a record that vanished between the listing
- *     and the read has moved, and is looked up again with spool_find;
- *     what a row shows comes from status_view_of (index.c), for a
- *     record read here and for the line the daemon made of it alike,
- *     so both print the same bytes;
- *  4. sort: queued and not-yet-accepted jobs by priority then ID
- *     (dispatch order, the order of names in queued/), then running
- *     and pausing, paused, finished, each by ID.
- *
- * The order of the listings follows the flow of jobs (new/ incoming/
- * queued/ running/ paused/): a job that moves while status reads is
- * seen once or twice (and deduplicated by rev), never not at all.  The
- * index is queued/ at the moment of its fstat, between incoming/ and
- * running/, so it keeps that guarantee.  An index that is missing,
- * stale, malformed or a symlink is ignored: the output is the same,
- * only slower.
+ * and works the same with or without the daemon.  The reader's rules
+ * -- the listings in the order of the flow of jobs, queued/ from
+ * SPOOL/queued.idx while its key matches, the names grouped by job ID,
+ * the higher rev kept, a record that moved looked up again -- are the
+ * library's (status_read, spool-layout/statusread.c); what a row shows
+ * comes from status_view_of (view.c), for a record read and for the
+ * line the daemon made of it alike, so both print the same bytes.
+ * This tool sorts the rows (status_key_cmp: queued and not-yet-accepted
+ * jobs by priority then ID, the order of queued/, then running and
+ * pausing, paused, finished, each by ID) and prints them.
  *
  * Submissions dropped into new/ under a foreign name have no ID until
  * the daemon accepts them; they are not listed, and the human view
@@ -73,28 +48,18 @@ static const char *const header[NCOL] = {
 
 static int json_out, show_all;
 static long long now;
-static int exit_code;
-
-/* A name found in a spool directory, or a line of the index. */
-struct ent {
-	long long id;
-	enum spool_dir dir;
-	char *name;             /* owned unless IX */
-	const struct index_ent *ix;     /* queued/ as the index has it */
-	int dead;
-};
 
 /* A job ready to print, with its sort key. */
 struct row {
-	int section;            /* 0 queued, 1 running, 2 paused, 3 finished */
-	long long prio, id;
+	struct status_key key;
 	const char *json;       /* --json: the element (in the index, or JSON_OWN) */
 	char *json_own;
 	const char *cell[NCOL]; /* otherwise: the columns (in the arena, the index, or static) */
 };
 
-/* queued.idx, when it is used: rows point into it until they are printed. */
-static struct spool_index qindex;
+/* The reading of the spool: rows point into its index until they are
+ * printed. */
+static struct status_read rd;
 
 static struct row *rows;
 static size_t nrows, caprows;
@@ -104,28 +69,6 @@ static void *xrealloc(void *p, size_t n)
 	if (!(p = realloc(p, n)))
 		die(EX_OSERR_, "%s", strerror(ENOMEM));
 	return p;
-}
-
-static char *xstr(char *s)
-{
-	if (!s)
-		die(EX_OSERR_, "%s", strerror(ENOMEM));
-	return s;
-}
-
-static int section_of(enum job_state s)
-{
-	switch (s) {
-	case JS_QUEUED:
-		return 0;
-	case JS_RUNNING:
-	case JS_PAUSING:
-		return 1;
-	case JS_PAUSED:
-		return 2;
-	default:
-		return 3;
-	}
 }
 
 /*
@@ -201,9 +144,7 @@ static void add_view(struct status_view *v, int stable)
 		rows = xrealloc(rows, (caprows = caprows ? caprows * 2 : 256) * sizeof *rows);
 	r = &rows[nrows++];
 	memset(r, 0, sizeof *r);
-	r->section = section_of(v->state);
-	r->prio = v->priority;
-	r->id = v->id;
+	status_key_of(v, &r->key);
 	if (json_out) {
 		r->json = v->json;
 		r->json_own = v->own[4];        /* the row owns it now */
@@ -240,271 +181,23 @@ static void add_row(const struct job *j)
 
 static int row_cmp(const void *pa, const void *pb)
 {
-	const struct row *a = pa, *b = pb;
+	return status_key_cmp(&((const struct row *)pa)->key, &((const struct row *)pb)->key);
+}
 
-	if (a->section != b->section)
-		return a->section < b->section ? -1 : 1;
-	if (a->section == 0 && a->prio != b->prio)
-		return a->prio > b->prio ? -1 : 1;
-	return (a->id > b->id) - (a->id < b->id);
+/* status_read's callbacks: a job to show, a record it cannot read. */
+static void read_job(void *arg, struct status_view *v, int stable)
+{
+	(void)arg;
+	add_view(v, stable);
+}
+
+static void read_warn(void *arg, const struct cb_err *e)
+{
+	(void)arg;
+	warn_line("%s", e->msg ? e->msg : strerror(ENOMEM));
 }
 
 /* ---- reading the spool ---------------------------------------------------- */
-
-static int shown(enum job_state s)
-{
-	return show_all || !job_state_final(s);
-}
-
-static void find_moved(struct spool *sp, long long id)
-{
-	struct cb_err err = { 0 };
-	enum spool_dir d;
-	struct job j;
-	char *name;
-	int r = spool_find(sp, id, &j, &d, &name, &err);
-
-	if (r < 0) {
-		warn_line("%s", err.msg ? err.msg : strerror(ENOMEM));
-		exit_code = err.ex ? err.ex : EX_OSERR_;
-		cb_err_free(&err);
-		return;
-	}
-	if (r == 1) {
-		if (shown(j.state))
-			add_row(&j);
-		job_free(&j);
-		free(name);
-	}
-}
-
-/* Read entry E: 1 loaded, 0 gone (it moved), -1 unreadable (warned). */
-static int load_ent(struct spool *sp, const struct ent *e, struct job *j)
-{
-	struct cb_err err = { 0 };
-
-	if (e->dir == SD_NEW || e->dir == SD_INCOMING ?
-	    spool_load_pending(sp, e->dir, e->name, e->id, j, &err) == 0 :
-	    spool_load(sp, e->dir, e->name, j, &err) == 0)
-		return 1;
-	if (err.ex == EX_NOINPUT_) {
-		cb_err_free(&err);
-		return 0;
-	}
-	warn_line("%s", err.msg ? err.msg : strerror(ENOMEM));
-	if (!exit_code)
-		exit_code = err.ex ? err.ex : EX_OSERR_;
-	cb_err_free(&err);
-	return -1;
-}
-
-static struct ent *ents;
-static size_t nents, capents;
-static size_t foreign;
-
-static void add_ent(long long id, enum spool_dir d, const char *name)
-{
-	if (nents == capents)
-		ents = xrealloc(ents, (capents = capents ? capents * 2 : 256) * sizeof *ents);
-	ents[nents].id = id;
-	ents[nents].dir = d;
-	ents[nents].name = xstr(strdup(name));
-	ents[nents].ix = NULL;
-	ents[nents].dead = 0;
-	nents++;
-}
-
-/* A line of the index, standing for queued/NAME. */
-static void add_ix_ent(const struct index_ent *e)
-{
-	if (nents == capents)
-		ents = xrealloc(ents, (capents = capents ? capents * 2 : 256) * sizeof *ents);
-	ents[nents].id = e->id;
-	ents[nents].dir = SD_QUEUED;
-	ents[nents].name = (char *)e->name;
-	ents[nents].ix = e;
-	ents[nents].dead = 0;
-	nents++;
-}
-
-/* An entry whose record the index holds (no read needed). */
-static int summarised(const struct ent *e)
-{
-	return e->ix && !e->ix->raw;
-}
-
-static int is_record_dir(enum spool_dir d)
-{
-	return d == SD_QUEUED || d == SD_RUNNING || d == SD_PAUSED || d == SD_DONE;
-}
-
-static int ent_cmp(const void *pa, const void *pb)
-{
-	const struct ent *a = pa, *b = pb;
-
-	if (a->id != b->id)
-		return a->id < b->id ? -1 : 1;
-	return (a->dir > b->dir) - (a->dir < b->dir);
-}
-
-static void list_all(struct spool *sp)
-{
-	/* queued/ before running/: a job moving queued -> running between
-	 * the two listings is seen twice (and deduplicated) rather than
-	 * not at all. */
-	static const enum spool_dir dirs[] = {
-		SD_NEW, SD_INCOMING, SD_QUEUED, SD_RUNNING, SD_PAUSED, SD_DONE,
-	};
-	size_t nlisted;
-
-	for (size_t k = 0; k < sizeof dirs / sizeof dirs[0]; k++) {
-		enum spool_dir d = dirs[k];
-		char **names;
-		size_t n;
-
-		/* done/ holds the history: list it only for --all. */
-		if (d == SD_DONE && !show_all)
-			continue;
-		if (d == SD_QUEUED) {
-			if (index_read(sp, json_out, &qindex) == 1) {
-				for (size_t i = 0; i < qindex.n; i++)
-					add_ix_ent(&qindex.e[i]);
-				continue;
-			}
-		}
-		if (spool_list(sp, d, &names, &n) < 0)
-			die_sys(EX_OSERR_, "%s/%s", sp->path, spool_dir_name[d]);
-		for (size_t i = 0; i < n; i++) {
-			long long id, prio;
-			int c;
-
-			switch (d) {
-			case SD_NEW:
-				c = name_classify_new(names[i], &prio, &id);
-				if (c == 0)
-					foreign++;
-				if (c == 1)
-					add_ent(id, d, names[i]);
-				break;
-			case SD_QUEUED:
-				if (name_parse_queued(names[i], &prio, &id) == 0)
-					add_ent(id, d, names[i]);
-				break;
-			default:
-				if (name_parse_plain(names[i], &id) == 0)
-					add_ent(id, d, names[i]);
-			}
-		}
-		spool_list_free(names, n);
-	}
-	/* Without --all, a finished copy matters only beside a record of
-	 * the same job elsewhere (a crash inside spool_put): one lookup per
-	 * job shown, rather than a listing of the whole history. */
-	nlisted = nents;
-	for (size_t i = 0; !show_all && i < nlisted; i++) {
-		/* done/ as it was when the index was made: it says which
-		 * of its jobs have a copy there. */
-		int fresh = ents[i].ix && qindex.done_fresh;
-		char *pn;
-
-		if (fresh && !ents[i].ix->in_done)
-			continue;
-		if (!(pn = name_plain(ents[i].id)))
-			die(EX_OSERR_, "%s", strerror(ENOMEM));
-		if (fresh || faccessat(sp->dir[SD_DONE], pn, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
-			add_ent(ents[i].id, SD_DONE, pn);
-		free(pn);
-	}
-	if (nents)
-		qsort(ents, nents, sizeof *ents, ent_cmp);
-
-	for (size_t g = 0; g < nents; ) {
-		size_t end = g, nrec = 0, best = SIZE_MAX;
-		long long best_rev = -1;
-		struct job j;
-		int moved = 0, r;
-
-		while (end < nents && ents[end].id == ents[g].id)
-			end++;
-		for (size_t i = g; i < end; i++)
-			nrec += is_record_dir(ents[i].dir);
-		if (nrec == 0) {
-			/* Not accepted yet: incoming/ holds the ID; a file in
-			 * new/ with the same number gets another ID. */
-			size_t keep = end - 1;  /* incoming sorts after new */
-
-			for (size_t i = g; i < end; i++)
-				if (i != keep) {
-					ents[i].dead = 1;
-					foreign++;
-				}
-		} else {
-			for (size_t i = g; i < end; i++)
-				if (!is_record_dir(ents[i].dir)) {
-					ents[i].dead = 1;
-					if (ents[i].dir == SD_NEW)
-						foreign++;
-				}
-		}
-		if (nrec > 1) {
-			/* Two records: the higher rev is the job (LAYOUT.md §6). */
-			for (size_t i = g; i < end; i++) {
-				long long rev;
-
-				if (ents[i].dead)
-					continue;
-				if (summarised(&ents[i])) {
-					rev = ents[i].ix->v.rev;
-				} else if ((r = load_ent(sp, &ents[i], &j)) <= 0) {
-					moved |= r == 0;        /* -1: unreadable, said */
-					ents[i].dead = 1;
-					continue;
-				} else {
-					rev = j.rev;
-					job_free(&j);
-				}
-				if (rev > best_rev) {
-					best_rev = rev;
-					best = i;
-				}
-			}
-			for (size_t i = g; i < end; i++)
-				if (i != best)
-					ents[i].dead = 1;
-			if (best == SIZE_MAX && moved)
-				find_moved(sp, ents[g].id);
-		}
-		g = end;
-	}
-
-	for (size_t i = 0; i < nents; i++) {
-		struct ent *e = &ents[i];
-		struct job j;
-		int r;
-
-		if (e->dead || (e->dir == SD_DONE && !show_all))
-			continue;
-		if (summarised(e)) {
-			struct status_view v = e->ix->v;
-
-			if (shown(v.state))
-				add_view(&v, 1);
-			continue;
-		}
-		r = load_ent(sp, e, &j);
-		if (r == 0)
-			find_moved(sp, e->id);
-		if (r <= 0)
-			continue;
-		if (shown(j.state))
-			add_row(&j);
-		job_free(&j);
-	}
-	for (size_t i = 0; i < nents; i++)
-		if (!ents[i].ix)
-			free(ents[i].name);
-	free(ents);
-}
 
 /* The jobs named, in the order given; the IDs not found are returned
  * as " 5 7" (malloc'd) or NULL. */
@@ -731,10 +424,18 @@ int main(int argc, char **argv)
 	tool_config(&c);
 	now = now_ms();
 	have_spool = tool_spool(&c, &sp, 0);
-	if (optind < argc)
+	if (optind < argc) {
 		missing = list_ids(&sp, have_spool, argv + optind, argc - optind, &nmissing);
-	else if (have_spool)
-		list_all(&sp);
+	} else if (have_spool) {
+		struct cb_err err = { 0 };
+
+		rd.all = show_all;
+		rd.with_json = json_out;
+		rd.job = read_job;
+		rd.warn = read_warn;
+		if (status_read(&sp, &rd, &err) < 0)
+			die_err(&err);
+	}
 	if (optind == argc && nrows > 1)
 		qsort(rows, nrows, sizeof *rows, row_cmp);
 	if (have_spool)
@@ -746,13 +447,13 @@ int main(int argc, char **argv)
 		print_table();
 		print_nodes();
 	}
-	if (!json_out && foreign)
+	if (!json_out && rd.foreign)
 		printf("%zu more submission%s in %s/new wait%s for the daemon to give %s a job ID\n",
-		       foreign, foreign == 1 ? "" : "s", sp.path, foreign == 1 ? "s" : "",
-		       foreign == 1 ? "it" : "them");
+		       rd.foreign, rd.foreign == 1 ? "" : "s", sp.path, rd.foreign == 1 ? "s" : "",
+		       rd.foreign == 1 ? "it" : "them");
 	finish_stdout();
 	free(rows);
-	index_free(&qindex);
+	status_read_free(&rd);
 	node_status_free(nodes, nnodes);
 	if (have_spool)
 		spool_close(&sp);
@@ -760,5 +461,5 @@ int main(int argc, char **argv)
 	if (nmissing)
 		die(EX_NOINPUT_, "no such job%s%s", nmissing > 1 ? "s" : "", missing);
 	free(missing);
-	return exit_code;
+	return rd.ex;
 }

@@ -22,12 +22,15 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "spool.h"
+#include "batch.h"
+#include "crash.h"
+#include "names.h"
 
 static unsigned long batch_counter;
 

@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "spool.h"
+#include "config.h"
 #include "yamlx.h"
 
 #define CONFIG_MAX (1u << 20)

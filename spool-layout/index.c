@@ -1,7 +1,8 @@
 /*
  * index.c - SPOOL/queued.idx: a cache of queued/ for `cardbaton status`
- * (LAYOUT.md §11); and status's view of a job (status_view_of), which
- * both the index and status's own reading of a record go through.
+ * (LAYOUT.md §11), its format, its reader (index_read) and its writer
+ * (index_write).  What a line holds is status's view of the record
+ * (view.c); the daemon runs the writer in a child (indexd.c).
  *
  * Why.  `status` on 100,000 queued jobs read and parsed 100,000 JSON
  * records (1.4 s).  The daemon, the only writer of queued/, keeps a
@@ -29,8 +30,8 @@
  * as it was then (its key, when settled); while done/ is unchanged a
  * reader need not look there for each job.
  *
- * The writer (index_write) runs in a child of the daemon (index_tick),
- * so the loop never waits for it, and reuses the lines of the current
+ * The writer (index_write) runs in a child of the daemon (index_tick,
+ * indexd.c), so the loop never waits for it, and reuses the lines of the current
  * index for files that are unchanged (same name, inode and ctime, that
  * ctime settled when the line was made).  It is a cache: a failure to
  * write it is no failure of the daemon, and a reader that finds it
@@ -59,272 +60,23 @@
  * the same warning.  DUP is 1 when done/ held a record of the ID.
  * Entries are in name order (dispatch order).
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
-#include <stdint.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "spool.h"
+#include "index.h"
+#include "names.h"
+#include "store.h"
 
 #define MAGIC "cardbaton-queued-index 2 " CARDBATON_VERSION
-#define RECORD_CAP (16u << 20)          /* spool.c's RECORD_MAX */
 #define INDEX_CAP ((size_t)1 << 40)     /* never a limit in practice */
 #define DONE_PROBE_MAX 4096             /* more jobs than this: list done/ */
-
-/* ---- display text (what the tools show of a job's strings) ---------------- */
-
-/* A C0 control, DEL, or the start of a UTF-8 C1 control (U+0080..9F). */
-static size_t control_len(const unsigned char *p)
-{
-	if (*p < 0x20 || *p == 0x7f)
-		return 1;
-	if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
-		return 2;
-	return 0;
-}
-
-static int word_safe(const char *w, int first)
-{
-	const unsigned char *p = (const unsigned char *)w;
-
-	if (!*p)
-		return 0;
-	for (; *p; p++) {
-		if (*p >= 0x80) {
-			if (control_len(p))
-				return 0;
-			continue;
-		}
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-		      (*p >= '0' && *p <= '9') || strchr("_@%+:,./-", *p) ||
-		      (*p == '=' && !first)))
-			return 0;
-	}
-	return 1;
-}
-
-static int has_control(const char *w)
-{
-	for (const unsigned char *p = (const unsigned char *)w; *p; p++)
-		if (control_len(p))
-			return 1;
-	return 0;
-}
-
-static int quote_word(struct sbuf *b, const char *w, int first)
-{
-	const unsigned char *p;
-
-	if (word_safe(w, first))
-		return sbuf_add(b, w, strlen(w));
-	if (!has_control(w)) {
-		if (sbuf_add(b, "'", 1) < 0)
-			return -1;
-		for (p = (const unsigned char *)w; *p; p++)
-			if (*p == '\'' ? sbuf_add(b, "'\\''", 4) < 0 : sbuf_add(b, p, 1) < 0)
-				return -1;
-		return sbuf_add(b, "'", 1);
-	}
-	if (sbuf_add(b, "$'", 2) < 0)
-		return -1;
-	for (p = (const unsigned char *)w; *p; p++) {
-		int r;
-
-		switch (*p) {
-		case '\n':
-			r = sbuf_add(b, "\\n", 2);
-			break;
-		case '\t':
-			r = sbuf_add(b, "\\t", 2);
-			break;
-		case '\r':
-			r = sbuf_add(b, "\\r", 2);
-			break;
-		case '\\':
-			r = sbuf_add(b, "\\\\", 2);
-			break;
-		case '\'':
-			r = sbuf_add(b, "\\'", 2);
-			break;
-		default:
-			if (control_len(p) == 2) {      /* a C1 control: both bytes */
-				r = sbuf_addf(b, "\\x%02x\\x%02x", p[0], p[1]);
-				p++;
-			} else if (control_len(p)) {
-				r = sbuf_addf(b, "\\x%02x", *p);
-			} else {
-				r = sbuf_add(b, p, 1);
-			}
-		}
-		if (r < 0)
-			return -1;
-	}
-	return sbuf_add(b, "'", 1);
-}
-
-char *shell_join(char *const *argv, size_t argc)
-{
-	struct sbuf b = { 0 };
-
-	if (sbuf_add(&b, "", 0) < 0)
-		return NULL;
-	for (size_t i = 0; i < argc; i++)
-		if ((i && sbuf_add(&b, " ", 1) < 0) || quote_word(&b, argv[i], i == 0) < 0) {
-			sbuf_free(&b);
-			return NULL;
-		}
-	return b.s;
-}
-
-char *printable(const char *s)
-{
-	struct sbuf b = { 0 };
-	const unsigned char *p = (const unsigned char *)s, *run = p;
-
-	if (sbuf_add(&b, "", 0) < 0)
-		return NULL;
-	for (; *p; ) {
-		size_t n = control_len(p);
-
-		if (!n) {
-			p++;
-			continue;
-		}
-		if (sbuf_add(&b, run, (size_t)(p - run)) < 0 || sbuf_add(&b, "?", 1) < 0) {
-			sbuf_free(&b);
-			return NULL;
-		}
-		p += n;
-		run = p;
-	}
-	if (sbuf_add(&b, run, (size_t)(p - run)) < 0) {
-		sbuf_free(&b);
-		return NULL;
-	}
-	return b.s;
-}
-
-char *command_display(const struct job_def *d)
-{
-	if (d->argv)
-		return shell_join(d->argv, d->argc);
-	return printable(d->shell ? d->shell : "");
-}
-
-/* ---- the view ------------------------------------------------------------ */
-
-/* When the age column counts from: entered the queue, started, paused,
- * finished. */
-static long long age_since(const struct job *j)
-{
-	const struct attempt *a = job_last_attempt(j);
-	long long t = 0;
-
-	switch (j->state) {
-	case JS_QUEUED:
-		t = j->queued_at;
-		break;
-	case JS_RUNNING:
-	case JS_PAUSING:
-		t = a && a->started ? a->started : j->started;
-		break;
-	case JS_PAUSED:
-		t = a ? a->finished : 0;
-		break;
-	default:
-		t = j->finished;
-	}
-	return t ? t : j->submitted;
-}
-
-static int int_list(struct sbuf *b, const int *v, size_t n)
-{
-	if (sbuf_add(b, "", 0) < 0)
-		return -1;
-	for (size_t i = 0; i < n; i++)
-		if (sbuf_addf(b, "%s%d", i ? "," : "", v[i]) < 0)
-			return -1;
-	return 0;
-}
-
-/* S as it is when no control character needs replacing, else printable. */
-static int view_str(struct status_view *v, int k, const char *s, const char **out)
-{
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-		if (control_len(p)) {
-			if (!(v->own[k] = printable(s)))
-				return -1;
-			*out = v->own[k];
-			return 0;
-		}
-	*out = s;
-	return 0;
-}
-
-int status_view_of(const struct job *j, int with_json, struct status_view *v)
-{
-	const struct attempt *a = job_last_attempt(j);
-	struct sbuf b = { 0 };
-	const char *node;
-	int r;
-
-	memset(v, 0, sizeof *v);
-	v->id = j->id;
-	v->rev = j->rev;
-	v->priority = j->priority;
-	v->state = j->state;
-	v->since = age_since(j);
-	for (size_t i = 0; i < j->natt; i++)
-		v->natt += j->att[i].state != AS_ABORTED;
-	/* Node and cards as status --json reports them: the last attempt's
-	 * placement, else what the job pins. */
-	if (a && a->state != AS_ABORTED) {
-		node = a->node;
-		r = a->ngpus ? int_list(&b, a->gpus, a->ngpus) : sbuf_add(&b, "none", 4);
-	} else {
-		long long need = jobdef_gpu_need(&j->def);
-
-		node = j->def.node;
-		if (j->def.ngpus)
-			r = int_list(&b, j->def.gpus, j->def.ngpus);
-		else
-			r = need ? sbuf_addf(&b, "any:%lld", need) : sbuf_add(&b, "none", 4);
-	}
-	v->gpus = v->own[0] = b.s;
-	if (r < 0 || view_str(v, 1, node ? node : "-", &v->node) < 0 ||
-	    view_str(v, 2, j->def.name ? j->def.name : "-", &v->name) < 0 ||
-	    !(v->command = v->own[3] = command_display(&j->def)))
-		goto fail;
-	if (with_json) {
-		cJSON *o = job_status_json(j);
-
-		v->json = v->own[4] = o ? cJSON_PrintUnformatted(o) : NULL;
-		cJSON_Delete(o);
-		if (!v->json)
-			goto fail;
-	}
-	return 0;
-fail:
-	status_view_free(v);
-	errno = ENOMEM;
-	return -1;
-}
-
-void status_view_free(struct status_view *v)
-{
-	for (int k = 0; k < 4; k++)
-		free(v->own[k]);
-	cJSON_free(v->own[4]);
-	memset(v, 0, sizeof *v);
-}
 
 int index_key_of(int dirfd, struct index_key *k)
 {
@@ -339,7 +91,7 @@ int index_key_of(int dirfd, struct index_key *k)
 	return 0;
 }
 
-static int key_eq(const struct index_key *a, const struct index_key *b)
+int index_key_eq(const struct index_key *a, const struct index_key *b)
 {
 	return a->dev == b->dev && a->ino == b->ino && a->ctime == b->ctime && a->mtime == b->mtime;
 }
@@ -352,19 +104,18 @@ static long long real_ns(void)
 	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* A change at CTIME_NS is far enough in the past that any later one
  * gets another time. */
 static int settled(long long ctime_ns, long long now_ns)
 {
 	return now_ns - ctime_ns >= INDEX_SETTLE_MS * 1000000LL;
+}
+
+long long index_settle_left(long long ctime_ns)
+{
+	long long left = ctime_ns + INDEX_SETTLE_MS * 1000000LL - real_ns();
+
+	return left > 0 ? left / 1000000 + 1 : 0;
 }
 
 /* ---- writing lines ------------------------------------------------------- */
@@ -893,12 +644,12 @@ int index_read(struct spool *sp, int with_json, struct spool_index *ix)
 	if (read_index(sp, with_json, ix) < 0)
 		return 0;
 	/* The moment that counts: queued/ is now what the index says. */
-	if (index_key_of(sp->dir[SD_QUEUED], &q) < 0 || !key_eq(&q, &ix->queued)) {
+	if (index_key_of(sp->dir[SD_QUEUED], &q) < 0 || !index_key_eq(&q, &ix->queued)) {
 		index_free(ix);
 		return 0;
 	}
 	ix->done_fresh = ix->has_done && index_key_of(sp->dir[SD_DONE], &d) == 0 &&
-			 key_eq(&d, &ix->done);
+			 index_key_eq(&d, &ix->done);
 	return 1;
 }
 
@@ -1056,7 +807,7 @@ static int index_one(struct spool *sp, const char *name, const struct old *o, si
 		ct = 0;         /* not to be reused: it may change within the tick */
 	if (!S_ISREG(st.st_mode))
 		return put_raw(t, jb, name, (long long)st.st_ino, ct) < 0 ? -1 : 1;
-	if (read_capped(qfd, name, RECORD_CAP, &buf, &len) < 0) {
+	if (read_capped(qfd, name, RECORD_MAX, &buf, &len) < 0) {
 		if (errno == ENOENT)
 			return 0;
 		if (errno == ENOMEM)
@@ -1112,14 +863,14 @@ int index_write(struct spool *sp)
 		return 0;
 	done_known = settled(d0.ctime, now);
 	old_load(sp, &o);
-	if (o.ok && key_eq(&o.ix.queued, &q0) && o.ix.has_done == done_known &&
-	    (!done_known || key_eq(&o.ix.done, &d0))) {
+	if (o.ok && index_key_eq(&o.ix.queued, &q0) && o.ix.has_done == done_known &&
+	    (!done_known || index_key_eq(&o.ix.done, &d0))) {
 		old_free(&o);
 		return 1;       /* already current */
 	}
 	if (sbuf_add(&t, "", 0) < 0 || sbuf_add(&jb, "", 0) < 0)
 		goto fail;
-	if (o.ok && key_eq(&o.ix.queued, &q0)) {
+	if (o.ok && index_key_eq(&o.ix.queued, &q0)) {
 		/* queued/ is as the current index says: its lines as they are. */
 		if (!(line = malloc((o.ix.n ? o.ix.n : 1) * sizeof *line)))
 			goto fail;
@@ -1163,11 +914,11 @@ int index_write(struct spool *sp)
 	/* Nothing moved while it was read? */
 	if (index_key_of(sp->dir[SD_QUEUED], &q1) < 0 || index_key_of(sp->dir[SD_DONE], &d1) < 0)
 		goto fail;
-	if (!key_eq(&q0, &q1)) {
+	if (!index_key_eq(&q0, &q1)) {
 		r = 0;
 		goto out;
 	}
-	if (done_known && !key_eq(&d0, &d1))
+	if (done_known && !index_key_eq(&d0, &d1))
 		done_known = 0;         /* the DUP marks may be out of date */
 	if (sbuf_add(&out, MAGIC "\n", strlen(MAGIC) + 1) < 0 || put_key(&out, "queued", &q0) < 0 ||
 	    (done_known ? put_key(&out, "done", &d0) : sbuf_add(&out, "done -\n", 7)) < 0 ||
@@ -1197,157 +948,3 @@ out:
 	return r;
 }
 
-/* ---- the daemon's child ---------------------------------------------------------- */
-
-static int cmp_int(const void *a, const void *b)
-{
-	int x = *(const int *)a, y = *(const int *)b;
-
-	return (x > y) - (x < y);
-}
-
-/* In the child: every descriptor above 2 but the spool's closed (the
- * daemon's lock above all: a daemon started after this one died must
- * get it at once). */
-static void close_others(const struct spool *sp)
-{
-	int keep[SD_N + 1], n = 0;
-	unsigned lo = 3;
-
-	keep[n++] = sp->fd;
-	for (int i = 0; i < SD_N; i++)
-		keep[n++] = sp->dir[i];
-	qsort(keep, (size_t)n, sizeof *keep, cmp_int);
-	for (int i = 0; i < n; i++) {
-		if (keep[i] < 0 || (unsigned)keep[i] < lo)
-			continue;
-		if ((unsigned)keep[i] > lo && close_range(lo, (unsigned)keep[i] - 1, 0) < 0) {
-			/* ENOSYS (Linux < 5.9): they stay open until the child ends */
-		}
-		lo = (unsigned)keep[i] + 1;
-	}
-	if (close_range(lo, ~0U, 0) < 0) {
-		/* as above */
-	}
-}
-
-static void keys_now(struct spool *sp, struct index_key *q, struct index_key *d)
-{
-	if (index_key_of(sp->dir[SD_QUEUED], q) < 0)
-		memset(q, 0, sizeof *q);
-	if (index_key_of(sp->dir[SD_DONE], d) < 0)
-		memset(d, 0, sizeof *d);
-}
-
-/* The smaller of two poll timeouts (-1: none); B capped at a minute. */
-static int min_timeout(int a, long long b)
-{
-	if (b < 0)
-		return a;
-	if (b > 60000)
-		b = 60000;
-	return a < 0 || b < a ? (int)b : a;
-}
-
-/* ms until a change at CTIME_NS has settled (<= 0: it has). */
-static long long settle_left(long long ctime_ns)
-{
-	long long left = ctime_ns + INDEX_SETTLE_MS * 1000000LL - real_ns();
-
-	return left > 0 ? left / 1000000 + 1 : 0;
-}
-
-/* The child that index_tick started has ended with ST (or P < 0). */
-static void child_done(struct index_writer *w, pid_t p, int st, long long now)
-{
-	long long took = now - w->started;
-
-	w->pid = 0;
-	if (p > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0) {
-		w->have = 1;
-		w->queued = w->fq;
-		w->done = w->fd;
-		w->backoff = 0;
-		/* At most every INDEX_GAP_MS, and busy at most a third of the time. */
-		w->next_at = now + (2 * took > INDEX_GAP_MS ? 2 * took : INDEX_GAP_MS);
-	} else if (p > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 1) {
-		w->next_at = now + INDEX_SETTLE_MS;     /* queued/ changed meanwhile */
-	} else {
-		/* Cannot be written (a read-only or full spool...): later. */
-		w->backoff = w->backoff ? (w->backoff * 2 > 60000 ? 60000 : w->backoff * 2) : 1000;
-		w->next_at = now + w->backoff;
-	}
-}
-
-int index_tick(struct index_writer *w, struct spool *sp, int timeout)
-{
-	struct index_key q, d;
-	long long now = mono_ms(), left;
-	int qsame;
-
-	if (w->pid > 0) {
-		int st = 0;
-		pid_t p = waitpid(w->pid, &st, WNOHANG);
-
-		if (p == 0 || (p < 0 && errno == EINTR))
-			return min_timeout(timeout, 20);
-		child_done(w, p, st, now);
-	}
-	keys_now(sp, &q, &d);
-	qsame = w->have && key_eq(&q, &w->queued);
-	if (qsame && key_eq(&d, &w->done))
-		return min_timeout(timeout, 10000);     /* a look now and then (hand edits) */
-	if (now < w->next_at)
-		return min_timeout(timeout, w->next_at - now);
-	/* Wait until queued/ (or, when only done/ changed, done/) has settled. */
-	if ((left = settle_left(qsame ? d.ctime : q.ctime)) > 0)
-		return min_timeout(timeout, left);
-	w->fq = q;
-	w->fd = d;
-	if (settle_left(d.ctime) > 0)
-		memset(&w->fd, 0, sizeof w->fd);        /* indexed without done/: again later */
-	w->started = now;
-	w->pid = fork();
-	if (w->pid == 0) {
-		int r;
-
-		close_others(sp);
-		/* Background work: the daemon and the jobs come first. */
-		errno = 0;
-		if (nice(10) == -1 && errno) {
-			/* not allowed: at the daemon's priority then */
-		}
-		r = index_write(sp);
-		_exit(r == 1 ? 0 : r == 0 ? 1 : 2);
-	}
-	if (w->pid < 0) {
-		w->pid = 0;
-		w->backoff = 1000;
-		w->next_at = now + w->backoff;
-		return min_timeout(timeout, w->backoff);
-	}
-	return min_timeout(timeout, 20);
-}
-
-void index_stop(struct index_writer *w)
-{
-	long long until = mono_ms() + 5000;
-	struct timespec ts = { 0, 10 * 1000000L };
-
-	while (w->pid > 0) {
-		pid_t p = waitpid(w->pid, NULL, WNOHANG);
-
-		if (p > 0 || (p < 0 && errno != EINTR)) {
-			w->pid = 0;
-			break;
-		}
-		if (mono_ms() >= until) {
-			kill(w->pid, SIGKILL);
-			while (waitpid(w->pid, NULL, 0) < 0 && errno == EINTR)
-				;
-			w->pid = 0;
-			break;
-		}
-		nanosleep(&ts, NULL);
-	}
-}

@@ -12,7 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "spool.h"
+#include "names.h"
+#include "util.h"
 
 #define PRIO_BIAS 100000000LL
 
@@ -133,4 +134,15 @@ int attempt_id_parse(const char *aid, char spool_id[9], long long *job, int *n)
 	*job = j;
 	*n = (int)k;
 	return 0;
+}
+
+long long attempt_job(const char *spool_id, const char *aid)
+{
+	char sid[9];
+	long long job;
+	int n;
+
+	if (!aid || attempt_id_parse(aid, sid, &job, &n) < 0 || strcmp(sid, spool_id))
+		return 0;
+	return job;
 }

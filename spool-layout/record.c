@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "spool.h"
+#include "names.h"
+#include "record.h"
 
 static const char *const js_names[JS_N] = {
 	"queued", "running", "pausing", "paused",

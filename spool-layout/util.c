@@ -1,5 +1,6 @@
 /*
- * util.c - errors, strings and time for the library and the tools.
+ * util.c - errors, growing buffers, and the text of times and numbers
+ * for the library and the tools (the libc-only part is in base/).
  */
 #include <errno.h>
 #include <limits.h>
@@ -10,29 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "spool.h"
-
-static char *vxasprintf(const char *fmt, va_list ap)
-{
-	char *s;
-
-	if (vasprintf(&s, fmt, ap) < 0) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	return s;
-}
-
-char *xasprintf(const char *fmt, ...)
-{
-	va_list ap;
-	char *s;
-
-	va_start(ap, fmt);
-	s = vxasprintf(fmt, ap);
-	va_end(ap);
-	return s;
-}
+#include "util.h"
 
 static int err_setv(struct cb_err *err, int ex, const char *suffix,
 		    const char *fmt, va_list ap)
@@ -129,14 +108,6 @@ void sbuf_free(struct sbuf *b)
 	free(b->s);
 	b->s = NULL;
 	b->len = b->cap = 0;
-}
-
-long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 char *rfc3339(long long ms)

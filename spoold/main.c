@@ -21,7 +21,7 @@
  *     processes outside the queue come and go without telling anyone.
  *
  * Everything blocks for at most one node call, and every node call
- * has its own deadline (spool-layout/node.c).
+ * has its own deadline (link/node.c).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -64,6 +64,15 @@ long long mono_now(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Shipping the worker to a node takes a while: say so on a terminal
+ * (the tools say it the same way). */
+static void tty_progress(void *arg, const char *line)
+{
+	(void)arg;
+	if (isatty(2))
+		fprintf(stderr, "cardbaton: %s\n", line);
 }
 
 static void usage(FILE *fp)
@@ -702,6 +711,7 @@ int main(int argc, char **argv)
 		return EX_OSERR_;
 	}
 	signal(SIGPIPE, SIG_IGN);
+	node_set_progress(tty_progress, NULL);
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':

@@ -49,6 +49,7 @@
 #include <stddef.h>
 
 #include "spool.h"
+#include "node.h"
 
 struct plan_node {
 	const struct node_conf *conf;   /* name, gpus: list, idle_mib */

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "spool.h"
+#include "node.h"
 
 /* Timers (ms).  Documented in AGENTS.md and cardbaton-spoold(1). */
 #define RECONCILE_MS 5000       /* ask each node about its running attempts */

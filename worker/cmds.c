@@ -23,7 +23,7 @@
  * as "?": held all the same. */
 static char *lease_holder(const struct wk_state *st, const char *uuid)
 {
-	int fd = -1, r = wk_lock_try(st->leasefd, uuid, LOCK_SH, 0, &fd);
+	int fd = -1, r = lock_at(st->leasefd, uuid, LOCK_SH, 0, &fd);
 	char *b;
 	size_t n;
 
@@ -34,7 +34,7 @@ static char *lease_holder(const struct wk_state *st, const char *uuid)
 	}
 	if (r < 0)
 		return NULL;
-	if (wk_read_at(st->leasefd, uuid, 4096, &b, &n) < 0)
+	if (read_capped(st->leasefd, uuid, 4096, &b, &n) < 0)
 		return strdup("?");
 	b[strcspn(b, "\r\n")] = '\0';
 	if (!*b) {
@@ -53,14 +53,14 @@ int cmd_gpus(struct wk_state *st, int argc, char **argv)
 
 	(void)argv;
 	if (argc != 0)
-		return wk_err(WX_USAGE, "usage: %s [-d STATE_DIR] gpus", PROG);
+		return wk_err(EX_USAGE_, "usage: %s [-d STATE_DIR] gpus", PROG);
 	if (nv_query(&info, NV_ALL, &err) < 0) {
 		struct wire_rec r = { 0 };
 
 		if (wire_add(&r, "error", err ? err : "nvidia-smi failed") == 0)
 			wk_print(&r);
 		wire_free(&r);
-		rc = wk_err(WX_UNAVAILABLE, "%s", err ? err : "nvidia-smi failed");
+		rc = wk_err(EX_UNAVAILABLE_, "%s", err ? err : "nvidia-smi failed");
 		free(err);
 		return rc;
 	}
@@ -70,7 +70,7 @@ int cmd_gpus(struct wk_state *st, int argc, char **argv)
 		char *lease = lease_holder(st, g->uuid);
 
 		if (!lease) {
-			rc = wk_errsys(WX_OSERR, "%s/leases/%s", st->path, g->uuid);
+			rc = wk_errsys(EX_OSERR_, "%s/leases/%s", st->path, g->uuid);
 			break;
 		}
 		/* Memory that nvidia-smi does not report is an empty value:
@@ -84,7 +84,7 @@ int cmd_gpus(struct wk_state *st, int argc, char **argv)
 		    wk_set_ll(&r, "utilization", g->util) < 0 ||
 		    wk_set_ll(&r, "processes", g->procs) < 0 ||
 		    wire_add(&r, "lease", lease) < 0 || wk_print(&r) < 0)
-			rc = wk_errsys(WX_OSERR, "stdout");
+			rc = wk_errsys(EX_OSERR_, "stdout");
 		free(lease);
 		wire_free(&r);
 	}
@@ -104,19 +104,19 @@ int cmd_status(struct wk_state *st, int argc, char **argv)
 	int i, alive, got;
 
 	if (argc < 1)
-		return wk_err(WX_USAGE, "usage: %s [-d STATE_DIR] status ID...", PROG);
+		return wk_err(EX_USAGE_, "usage: %s [-d STATE_DIR] status ID...", PROG);
 	for (i = 0; i < argc; i++) {
 		struct wire_rec r = { 0 };
 
 		got = wk_attempt_status(st, argv[i], &r, &alive);
 		if (got < 0) {
 			wire_free(&r);
-			return wk_errsys(WX_OSERR, "attempt %s", argv[i]);
+			return wk_errsys(EX_OSERR_, "attempt %s", argv[i]);
 		}
 		if ((got == 0 && unknown_rec(&r, argv[i]) < 0) ||
 		    wire_set(&r, "alive", alive ? "1" : "0") < 0 || wk_print(&r) < 0) {
 			wire_free(&r);
-			return wk_errsys(WX_OSERR, "stdout");
+			return wk_errsys(EX_OSERR_, "stdout");
 		}
 		wire_free(&r);
 	}
@@ -198,7 +198,7 @@ static int watch_request(struct wk_state *st, int ifd, struct wire_rec *req)
 		return -1;
 	}
 	fflush(NULL);
-	if (wk_run_child(watch_launch_child, &w, wk_mono_ms() + WATCH_LAUNCH_MS, 1u << 20, &c, &err) < 0) {
+	if (wk_run_child(watch_launch_child, &w, mono_ms() + WATCH_LAUNCH_MS, 1u << 20, &c, &err) < 0) {
 		rc = wire_add(&out, "exit", "71") < 0 ||
 		     wire_add(&out, "error", err ? err : "out of memory") < 0 || wk_print(&out) < 0;
 		free(err);
@@ -233,7 +233,7 @@ static int watch_input(struct wk_state *st, int ifd, char **in, size_t *len)
 		char *nb = realloc(*in, *len + (size_t)n);
 
 		if (!nb) {
-			wk_errsys(WX_OSERR, "out of memory");
+			wk_errsys(EX_OSERR_, "out of memory");
 			return -1;
 		}
 		*in = nb;
@@ -248,7 +248,7 @@ static int watch_input(struct wk_state *st, int ifd, char **in, size_t *len)
 		if (used == 0)
 			break;
 		if (used < 0) {
-			wk_err(WX_USAGE, "watch: bad request: %s", why ? why : strerror(errno));
+			wk_err(EX_USAGE_, "watch: bad request: %s", why ? why : strerror(errno));
 			return -1;
 		}
 		off += (size_t)used;
@@ -266,18 +266,18 @@ int cmd_watch(struct wk_state *st, int argc, char **argv)
 {
 	int ifd, rc = 0;
 	struct wire_rec r = { 0 };
-	char *att = wk_asprintf("%s/attempts", st->path), *in = NULL;
+	char *att = xasprintf("%s/attempts", st->path), *in = NULL;
 	size_t inlen = 0;
 
 	(void)argv;
 	if (argc != 0) {
 		free(att);
-		return wk_err(WX_USAGE, "usage: %s [-d STATE_DIR] watch", PROG);
+		return wk_err(EX_USAGE_, "usage: %s [-d STATE_DIR] watch", PROG);
 	}
 	signal(SIGPIPE, SIG_IGN);
 	ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 	if (ifd < 0 || !att || inotify_add_watch(ifd, att, IN_MOVED_TO | IN_ONLYDIR) < 0) {
-		rc = wk_errsys(WX_OSERR, "inotify %s", att ? att : "attempts");
+		rc = wk_errsys(EX_OSERR_, "inotify %s", att ? att : "attempts");
 		free(att);
 		if (ifd >= 0)
 			close(ifd);
@@ -287,7 +287,7 @@ int cmd_watch(struct wk_state *st, int argc, char **argv)
 	if (wire_add(&r, "ready", "1") < 0 || wire_add(&r, "requests", "launch") < 0 || wk_print(&r) < 0) {
 		wire_free(&r);
 		close(ifd);
-		return wk_errsys(WX_OSERR, "stdout");
+		return wk_errsys(EX_OSERR_, "stdout");
 	}
 	wire_free(&r);
 	for (;;) {
@@ -297,13 +297,13 @@ int cmd_watch(struct wk_state *st, int argc, char **argv)
 		if (pr < 0) {
 			if (errno == EINTR)
 				continue;
-			rc = wk_errsys(WX_OSERR, "poll");
+			rc = wk_errsys(EX_OSERR_, "poll");
 			break;
 		}
 		if (p[0].revents & POLLIN) {
 			pr = watch_input(st, ifd, &in, &inlen);
 			if (pr != 0) {
-				rc = pr < 0 ? WX_OSERR : 0;
+				rc = pr < 0 ? EX_OSERR_ : 0;
 				break;  /* the controller went away, or is confused */
 			}
 		} else if (p[0].revents & (POLLHUP | POLLERR | POLLNVAL)) {
@@ -335,7 +335,7 @@ int cmd_watch(struct wk_state *st, int argc, char **argv)
 				}
 			}
 			if (rc < 0) {
-				rc = errno == EPIPE ? 0 : wk_errsys(WX_OSERR, "stdout");
+				rc = errno == EPIPE ? 0 : wk_errsys(EX_OSERR_, "stdout");
 				break;
 			}
 		}
@@ -355,41 +355,41 @@ int cmd_cancel(struct wk_state *st, int argc, char **argv)
 	long long until;
 
 	if (argc != 1)
-		return wk_err(WX_USAGE, "usage: %s [-d STATE_DIR] cancel ID", PROG);
+		return wk_err(EX_USAGE_, "usage: %s [-d STATE_DIR] cancel ID", PROG);
 	id = argv[0];
 	got = wk_attempt_status(st, id, &r, &alive);
 	if (got < 0)
-		return wk_errsys(WX_OSERR, "attempt %s", id);
+		return wk_errsys(EX_OSERR_, "attempt %s", id);
 	if (got == 0)
-		return wk_err(WX_NOINPUT, "unknown attempt %s", id);
+		return wk_err(EX_NOINPUT_, "unknown attempt %s", id);
 	if (!wk_state_final(wire_get(&r, "state"))) {
 		/* Ask the supervisor (it watches for this file). */
 		adir = openat(st->attfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (adir < 0) {
 			wire_free(&r);
-			return wk_errsys(WX_OSERR, "%s/attempts/%s", st->path, id);
+			return wk_errsys(EX_OSERR_, "%s/attempts/%s", st->path, id);
 		}
 		fd = openat(adir, "cancel", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd < 0 || close(fd) < 0) {
-			rc = wk_errsys(WX_OSERR, "%s/attempts/%s/cancel", st->path, id);
+			rc = wk_errsys(EX_OSERR_, "%s/attempts/%s/cancel", st->path, id);
 			close(adir);
 			wire_free(&r);
 			return rc;
 		}
 		close(adir);
 		/* Wait for the end: SIGTERM, then SIGKILL KILL_DELAY later. */
-		until = wk_mono_ms() + (KILL_DELAY + 5) * 1000LL;
-		while (!wk_state_final(wire_get(&r, "state")) && wk_mono_ms() < until) {
-			wk_sleep_ms(20);
+		until = mono_ms() + (KILL_DELAY + 5) * 1000LL;
+		while (!wk_state_final(wire_get(&r, "state")) && mono_ms() < until) {
+			sleep_ms(20);
 			wire_free(&r);
 			got = wk_attempt_status(st, id, &r, &alive);
 			if (got < 0)
-				return wk_errsys(WX_OSERR, "attempt %s", id);
+				return wk_errsys(EX_OSERR_, "attempt %s", id);
 			if (got == 0 && unknown_rec(&r, id) < 0)
-				return wk_errsys(WX_OSERR, "out of memory");
+				return wk_errsys(EX_OSERR_, "out of memory");
 		}
 	}
-	rc = wk_print(&r) < 0 ? wk_errsys(WX_OSERR, "stdout") : 0;
+	rc = wk_print(&r) < 0 ? wk_errsys(EX_OSERR_, "stdout") : 0;
 	wire_free(&r);
 	return rc;
 }
@@ -407,7 +407,7 @@ static int spec_resumable(int adir)
 	long got;
 	long long v = 0;
 
-	if (wk_read_at(adir, "spec", WIRE_MAX_RECORD, &buf, &n) < 0)
+	if (read_capped(adir, "spec", WIRE_MAX_RECORD, &buf, &n) < 0)
 		return -1;
 	got = wire_parse(buf, n, &r, &why);
 	free(buf);
@@ -436,25 +436,25 @@ int cmd_pause(struct wk_state *st, int argc, char **argv)
 	char *tmp;
 
 	if (argc != 1)
-		return wk_err(WX_USAGE, "usage: %s [-d STATE_DIR] pause ID", PROG);
+		return wk_err(EX_USAGE_, "usage: %s [-d STATE_DIR] pause ID", PROG);
 	id = argv[0];
 	got = wk_attempt_status(st, id, &r, &alive);
 	if (got < 0)
-		return wk_errsys(WX_OSERR, "attempt %s", id);
+		return wk_errsys(EX_OSERR_, "attempt %s", id);
 	if (got == 0)
-		return wk_err(WX_NOINPUT, "unknown attempt %s", id);
+		return wk_err(EX_NOINPUT_, "unknown attempt %s", id);
 	adir = openat(st->attfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (adir < 0) {
 		wire_free(&r);
-		return wk_errsys(WX_OSERR, "%s/attempts/%s", st->path, id);
+		return wk_errsys(EX_OSERR_, "%s/attempts/%s", st->path, id);
 	}
 	/* The launcher writes the spec right after it takes the lock;
 	 * an attempt that reads as starting may not have it yet. */
-	until = wk_mono_ms() + LAUNCH_WAIT_MS;
-	while ((res = spec_resumable(adir)) < 0 && errno == ENOENT && wk_mono_ms() < until)
-		wk_sleep_ms(20);
+	until = mono_ms() + LAUNCH_WAIT_MS;
+	while ((res = spec_resumable(adir)) < 0 && errno == ENOENT && mono_ms() < until)
+		sleep_ms(20);
 	if (res < 0) {
-		rc = wk_errsys(WX_OSERR, "%s/attempts/%s/spec", st->path, id);
+		rc = wk_errsys(EX_OSERR_, "%s/attempts/%s/spec", st->path, id);
 		close(adir);
 		wire_free(&r);
 		return rc;
@@ -465,9 +465,9 @@ int cmd_pause(struct wk_state *st, int argc, char **argv)
 		return wk_err(1, "attempt %s is not resumable", id);
 	}
 	if (!wk_state_final(wire_get(&r, "state"))) {
-		tmp = wk_asprintf(".pause.%ld.tmp", (long)getpid());
-		if (!tmp || wk_atomic_write(adir, tmp, "pause", "", 0, 1) < 0) {
-			rc = wk_errsys(WX_OSERR, "%s/attempts/%s/pause", st->path, id);
+		tmp = xasprintf(".pause.%ld.tmp", (long)getpid());
+		if (!tmp || atomic_write_at(adir, tmp, "pause", "", 0, 0600, 1) < 0) {
+			rc = wk_errsys(EX_OSERR_, "%s/attempts/%s/pause", st->path, id);
 			free(tmp);
 			close(adir);
 			wire_free(&r);
@@ -480,15 +480,15 @@ int cmd_pause(struct wk_state *st, int argc, char **argv)
 		got = wk_attempt_status(st, id, &r, &alive);
 		if (got < 0) {
 			close(adir);
-			return wk_errsys(WX_OSERR, "attempt %s", id);
+			return wk_errsys(EX_OSERR_, "attempt %s", id);
 		}
 		if (got == 0 && unknown_rec(&r, id) < 0) {
 			close(adir);
-			return wk_errsys(WX_OSERR, "out of memory");
+			return wk_errsys(EX_OSERR_, "out of memory");
 		}
 	}
 	close(adir);
-	rc = wk_print(&r) < 0 ? wk_errsys(WX_OSERR, "stdout") : 0;
+	rc = wk_print(&r) < 0 ? wk_errsys(EX_OSERR_, "stdout") : 0;
 	wire_free(&r);
 	return rc;
 }
@@ -510,7 +510,7 @@ static int copy_out(int fd)
 		}
 		if (n == 0)
 			return 0;
-		if (wk_write_all(1, buf, (size_t)n) < 0)
+		if (write_full(1, buf, (size_t)n) < 0)
 			return -1;
 	}
 }
@@ -531,28 +531,28 @@ int cmd_log(struct wk_state *st, int argc, char **argv)
 			break;
 	}
 	if (!id || i < argc)
-		return wk_err(WX_USAGE, "usage: %s [-d STATE_DIR] log ID [-f]", PROG);
+		return wk_err(EX_USAGE_, "usage: %s [-d STATE_DIR] log ID [-f]", PROG);
 	got = wk_attempt_status(st, id, &r, &alive);
 	if (got < 0)
-		return wk_errsys(WX_OSERR, "attempt %s", id);
+		return wk_errsys(EX_OSERR_, "attempt %s", id);
 	if (got == 0)
-		return wk_err(WX_NOINPUT, "unknown attempt %s", id);
+		return wk_err(EX_NOINPUT_, "unknown attempt %s", id);
 	final = wk_state_final(wire_get(&r, "state"));
 	wire_free(&r);
 	signal(SIGPIPE, SIG_IGN);
 	adir = openat(st->attfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (adir < 0 && errno != ENOENT)
-		return wk_errsys(WX_OSERR, "%s/attempts/%s", st->path, id);
+		return wk_errsys(EX_OSERR_, "%s/attempts/%s", st->path, id);
 	if (follow && !final) {
 		/* The doorbell: the log grows, or a state file is renamed
 		 * into attempts/.  A 1 s poll covers anything missed. */
-		adir_path = wk_asprintf("%s/attempts/%s", st->path, id);
-		att = wk_asprintf("%s/attempts", st->path);
+		adir_path = xasprintf("%s/attempts/%s", st->path, id);
+		att = xasprintf("%s/attempts", st->path);
 		ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 		if (ifd < 0 || !adir_path || !att ||
 		    inotify_add_watch(ifd, att, IN_MOVED_TO | IN_ONLYDIR) < 0 ||
 		    (adir >= 0 && inotify_add_watch(ifd, adir_path, IN_MODIFY | IN_CREATE | IN_ONLYDIR) < 0)) {
-			rc = wk_errsys(WX_OSERR, "inotify %s", adir_path ? adir_path : id);
+			rc = wk_errsys(EX_OSERR_, "inotify %s", adir_path ? adir_path : id);
 			goto out;
 		}
 	}
@@ -560,12 +560,12 @@ int cmd_log(struct wk_state *st, int argc, char **argv)
 		if (fd < 0 && adir >= 0) {
 			fd = openat(adir, "log", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 			if (fd < 0 && errno != ENOENT) {
-				rc = wk_errsys(WX_OSERR, "%s/attempts/%s/log", st->path, id);
+				rc = wk_errsys(EX_OSERR_, "%s/attempts/%s/log", st->path, id);
 				goto out;
 			}
 		}
 		if (fd >= 0 && copy_out(fd) < 0) {
-			rc = errno == EPIPE ? 0 : wk_errsys(WX_OSERR, "copying the log");
+			rc = errno == EPIPE ? 0 : wk_errsys(EX_OSERR_, "copying the log");
 			goto out;
 		}
 		if (!follow || final)
@@ -576,7 +576,7 @@ int cmd_log(struct wk_state *st, int argc, char **argv)
 			char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
 
 			if (pr < 0 && errno != EINTR) {
-				rc = wk_errsys(WX_OSERR, "poll");
+				rc = wk_errsys(EX_OSERR_, "poll");
 				goto out;
 			}
 			if (pr > 0 && (p[1].revents & (POLLERR | POLLHUP)))
@@ -588,7 +588,7 @@ int cmd_log(struct wk_state *st, int argc, char **argv)
 		 * the job's processes are all gone by then. */
 		got = wk_attempt_status(st, id, &r, &alive);
 		if (got < 0) {
-			rc = wk_errsys(WX_OSERR, "attempt %s", id);
+			rc = wk_errsys(EX_OSERR_, "attempt %s", id);
 			goto out;
 		}
 		final = got == 0 || wk_state_final(wire_get(&r, "state"));

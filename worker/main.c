@@ -31,10 +31,12 @@
  *    before it releases the leases and writes the final state: when
  *    the controller sees the final state, the cards are free.
  *
- * Files: main.c (arguments), launch.c (launch and the supervisor),
+ * Files: main.c (arguments), launch.c (the launch steps; launch.h
+ * says how spec.c, lease.c and supervise.c share them),
  * cmds.c (gpus, status, watch, cancel, pause, log), nvml.c (NVML,
  * through dlopen), nvsmi.c (nvidia-smi), json.c (the checkpoint
- * marker), util.c (files, locks, state records).
+ * marker), util.c (messages, paths, state records); ../base/ (I/O, the
+ * atomic write, locks, clocks, exit codes), shared with the controller.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -57,7 +59,7 @@ static const char help[] =
 /* Errors are one line on stderr; -h prints the whole usage. */
 static int usage(void)
 {
-	return wk_err(WX_USAGE, "usage: %s [-d STATE_DIR] version|gpus|launch|status ID...|"
+	return wk_err(EX_USAGE_, "usage: %s [-d STATE_DIR] version|gpus|launch|status ID...|"
 		      "watch|cancel ID|pause ID|log ID [-f]", PROG);
 }
 
@@ -89,7 +91,7 @@ int main(int argc, char **argv)
 	 * '-'). */
 	args = calloc((size_t)argc + 1, sizeof *args);
 	if (!args)
-		return wk_errsys(WX_OSERR, "out of memory");
+		return wk_errsys(EX_OSERR_, "out of memory");
 	for (i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--") == 0) {
 			for (i++; i < argc; i++) {
@@ -128,7 +130,7 @@ int main(int argc, char **argv)
 
 		rc = nargs ? usage() : 0;
 		if (rc == 0 && (wire_add(&r, "version", WORKER_VERSION) < 0 || wk_print(&r) < 0))
-			rc = wk_errsys(WX_OSERR, "stdout");
+			rc = wk_errsys(EX_OSERR_, "stdout");
 		wire_free(&r);
 		free(args);
 		return rc;
@@ -138,10 +140,10 @@ int main(int argc, char **argv)
 			break;
 	if (c == sizeof commands / sizeof commands[0]) {
 		free(args);
-		return wk_err(WX_USAGE, "unknown command %s (try -h)", cmd);
+		return wk_err(EX_USAGE_, "unknown command %s (try -h)", cmd);
 	}
 	if (wk_state_open(&st, dir, &why) < 0) {
-		rc = wk_err(WX_OSERR, "%s", why ? why : strerror(errno));
+		rc = wk_err(EX_OSERR_, "%s", why ? why : strerror(errno));
 		free(why);
 		wk_state_close(&st);
 		free(args);

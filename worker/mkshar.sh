@@ -8,6 +8,13 @@ set -eu
 out=$1
 shift
 eof=CARDBATON_WORKER_SOURCE_EOF_$$
+# The files land side by side (so do they in make install's libexec):
+# two of one name would silently be one.
+dup=$(for f in "$@"; do basename "$f"; done | sort | uniq -d)
+if [ -n "$dup" ]; then
+	echo "mkshar.sh: two files named $dup" >&2
+	exit 1
+fi
 {
 	echo 'set -eu'
 	echo 'umask 077'

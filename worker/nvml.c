@@ -195,7 +195,7 @@ static int load(char **why)
 		 * one where only nvidia-smi is installed.  Nothing to say. */
 		if (!(env && *env))
 			return 0;
-		*why = wk_asprintf("cannot load %s", e ? e : file);
+		*why = xasprintf("cannot load %s", e ? e : file);
 		return -1;
 	}
 	for (i = 0; i < sizeof need / sizeof need[0] && !missing; i++)
@@ -219,7 +219,7 @@ static int load(char **why)
 			missing = "nvmlDeviceGetComputeRunningProcesses";
 	}
 	if (missing) {
-		*why = wk_asprintf("%s has no %s", file, missing);
+		*why = xasprintf("%s has no %s", file, missing);
 		return -1;
 	}
 	nv.state = 1;
@@ -381,7 +381,7 @@ static void child(const void *arg)
 	/* The answer is complete: what shutting down says changes
 	 * nothing, and the process ends next. */
 	(void)nv.shutdown();
-	if (wk_write_all(1, buf, len) < 0)
+	if (write_full(1, buf, len) < 0)
 		_exit(1);
 	_exit(0);
 }
@@ -424,21 +424,21 @@ int nvml_query(struct nv_info *info, enum nv_what what, long long deadline, char
 	}
 	st = c.status;
 	if (c.timed_out) {
-		*why = wk_asprintf("no answer within %d s", NVML_TIMEOUT_MS / 1000);
+		*why = xasprintf("no answer within %d s", NVML_TIMEOUT_MS / 1000);
 	} else if (c.overflow) {
-		*why = wk_asprintf("more than %u bytes of answer", NVSMI_MAX_OUTPUT);
+		*why = xasprintf("more than %u bytes of answer", NVSMI_MAX_OUTPUT);
 	} else if (c.broken) {
-		*why = wk_asprintf("reading the answer: %s", strerror(c.errnum));
+		*why = xasprintf("reading the answer: %s", strerror(c.errnum));
 	} else if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
 		const char *nul = memchr(c.out, '\0', c.outlen);
 		size_t glen = nul ? (size_t)(nul - c.out) : c.outlen;
 
 		if (nv_parse_gpus(c.out, glen, info, &e) < 0) {
-			*why = wk_asprintf("an answer nvidia-smi's format cannot carry (%s)",
+			*why = xasprintf("an answer nvidia-smi's format cannot carry (%s)",
 					   e ? e : "out of memory");
 		} else if (what == NV_ALL &&
 			   (!nul || read_counts(nul + 1, c.outlen - glen - 1, info) < 0)) {
-			*why = wk_asprintf("malformed process counts");
+			*why = xasprintf("malformed process counts");
 		} else {
 			wk_child_free(&c);
 			return 0;
@@ -448,16 +448,16 @@ int nvml_query(struct nv_info *info, enum nv_what what, long long deadline, char
 	} else if (WIFEXITED(st)) {
 		char *line = nv_first_line(c.err);
 
-		*why = line && *line ? line : wk_asprintf("the query exited %d", WEXITSTATUS(st));
+		*why = line && *line ? line : xasprintf("the query exited %d", WEXITSTATUS(st));
 		if (*why != line)
 			free(line);
 	} else {
-		*why = wk_asprintf("the query was killed by signal %d", WTERMSIG(st));
+		*why = xasprintf("the query was killed by signal %d", WTERMSIG(st));
 	}
 	wk_child_free(&c);
 	nv.state = -1;
 	if (!*why)
-		*why = wk_asprintf("out of memory");
+		*why = xasprintf("out of memory");
 	return -1;
 }
 

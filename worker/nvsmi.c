@@ -162,7 +162,7 @@ static char *bad_line(const char *what, size_t lineno, const char *l, size_t n)
 		t[i] = c < 0x20 || c == 0x7f ? '?' : (char)c;
 	}
 	t[shown] = '\0';
-	m = wk_asprintf("nvidia-smi %s: cannot parse line %zu: \"%s%s\"",
+	m = xasprintf("nvidia-smi %s: cannot parse line %zu: \"%s%s\"",
 			what, lineno, t, n > shown ? "..." : "");
 	free(t);
 	return m;
@@ -187,7 +187,7 @@ static int each_line(const char *what, const char *buf, size_t len,
 		if (t.n > 0) {
 			r = fn(buf + pos, n, info);
 			if (r < 0) {
-				*err = r == -2 ? wk_asprintf("out of memory")
+				*err = r == -2 ? xasprintf("out of memory")
 					       : bad_line(what, lineno, buf + pos, n);
 				return -1;
 			}
@@ -286,7 +286,7 @@ char *nv_first_line(const char *s)
 	n = strcspn(s, "\r\n");
 	if (n > 200)
 		n = 200;
-	return wk_asprintf("%.*s", (int)n, s);
+	return xasprintf("%.*s", (int)n, s);
 }
 
 /* Append what FD has to *B (at most CAP bytes kept; *over set when more
@@ -335,12 +335,12 @@ int wk_run_child(void (*fn)(const void *), const void *arg, long long deadline, 
 	memset(c, 0, sizeof *c);
 	*err = NULL;
 	if (pipe2(op, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0) {
-		*err = wk_asprintf("pipe: %s", strerror(errno));
+		*err = xasprintf("pipe: %s", strerror(errno));
 		goto fail_fds;
 	}
 	pid = fork();
 	if (pid < 0) {
-		*err = wk_asprintf("fork: %s", strerror(errno));
+		*err = xasprintf("fork: %s", strerror(errno));
 		goto fail_fds;
 	}
 	if (pid == 0) {
@@ -360,7 +360,7 @@ int wk_run_child(void (*fn)(const void *), const void *arg, long long deadline, 
 	op[1] = ep[1] = -1;
 	while (!odone || !edone) {
 		struct pollfd p[2];
-		long long left = deadline - wk_mono_ms();
+		long long left = deadline - mono_ms();
 		int r;
 
 		if (left <= 0 || c->overflow) {
@@ -410,7 +410,7 @@ int wk_run_child(void (*fn)(const void *), const void *arg, long long deadline, 
 	c->broken = !c->timed_out && !c->overflow && (!odone || !edone || st == -1 || c->errnum);
 	if ((!c->out && !(c->out = strdup(""))) || (!c->err && !(c->err = strdup("")))) {
 		wk_child_free(c);
-		*err = wk_asprintf("out of memory");
+		*err = xasprintf("out of memory");
 		return -1;
 	}
 	return 0;
@@ -428,7 +428,7 @@ fail_fds:
 		errno = e;
 	}
 	if (!*err)
-		*err = wk_asprintf("out of memory");
+		*err = xasprintf("out of memory");
 	return -1;
 }
 
@@ -455,11 +455,11 @@ static int run_nvsmi(const char *query, long long deadline, char **out, size_t *
 		return -1;
 	st = c.status;
 	if (c.timed_out) {
-		*err = wk_asprintf("nvidia-smi did not answer within %d s", NVSMI_TIMEOUT_MS / 1000);
+		*err = xasprintf("nvidia-smi did not answer within %d s", NVSMI_TIMEOUT_MS / 1000);
 	} else if (c.overflow) {
-		*err = wk_asprintf("nvidia-smi printed more than %u bytes", NVSMI_MAX_OUTPUT);
+		*err = xasprintf("nvidia-smi printed more than %u bytes", NVSMI_MAX_OUTPUT);
 	} else if (c.broken) {
-		*err = wk_asprintf("reading nvidia-smi's output: %s", strerror(c.errnum));
+		*err = xasprintf("reading nvidia-smi's output: %s", strerror(c.errnum));
 	} else if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
 		*out = c.out;
 		*outlen = c.outlen;
@@ -472,17 +472,17 @@ static int run_nvsmi(const char *query, long long deadline, char **out, size_t *
 		char *line = nv_first_line(c.outlen ? c.out : c.err);
 
 		if (WIFEXITED(st) && WEXITSTATUS(st) == 127 && c.errlen)
-			*err = wk_asprintf("%s", line ? line : "cannot run nvidia-smi");
+			*err = xasprintf("%s", line ? line : "cannot run nvidia-smi");
 		else if (WIFEXITED(st))
-			*err = wk_asprintf("nvidia-smi failed (exit %d)%s%s", WEXITSTATUS(st),
+			*err = xasprintf("nvidia-smi failed (exit %d)%s%s", WEXITSTATUS(st),
 					   line && *line ? ": " : "", line ? line : "");
 		else
-			*err = wk_asprintf("nvidia-smi killed by signal %d", WTERMSIG(st));
+			*err = xasprintf("nvidia-smi killed by signal %d", WTERMSIG(st));
 		free(line);
 	}
 	wk_child_free(&c);
 	if (!*err)
-		*err = wk_asprintf("out of memory");
+		*err = xasprintf("out of memory");
 	return -1;
 }
 
@@ -513,7 +513,7 @@ static int nvsmi_query(struct nv_info *info, enum nv_what what, long long deadli
 fail:
 	nv_free(info);
 	if (!*err)
-		*err = wk_asprintf("out of memory");
+		*err = xasprintf("out of memory");
 	return -1;
 }
 
@@ -522,7 +522,7 @@ int nv_query(struct nv_info *info, enum nv_what what, char **err)
 	/* One deadline for the whole query: NVML gets the first half of
 	 * it, nvidia-smi what is left (all of it when NVML is not in
 	 * use), so that a wedged driver costs NVSMI_TIMEOUT_MS at most. */
-	long long start = wk_mono_ms(), deadline = start + NVSMI_TIMEOUT_MS;
+	long long start = mono_ms(), deadline = start + NVSMI_TIMEOUT_MS;
 	char *why = NULL;
 	int r;
 

@@ -1,6 +1,7 @@
 /*
- * util.c - cardbaton-worker's small helpers: messages, time, whole-file
- * I/O, the state directory, attempt state files and locks.
+ * util.c - cardbaton-worker's small helpers: messages, paths, the state
+ * directory, attempt state files (the libc-only base it shares with the
+ * controller is in base/: I/O, the atomic write, locks, clocks).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,43 +18,9 @@
 
 #include "worker.h"
 
-static char *vasprintf_(const char *fmt, va_list ap)
-{
-	va_list ap2;
-	int n;
-	char *s;
-
-	va_copy(ap2, ap);
-	n = vsnprintf(NULL, 0, fmt, ap2);
-	va_end(ap2);
-	if (n < 0)
-		return NULL;
-	s = malloc((size_t)n + 1);
-	if (!s)
-		return NULL;
-	if (vsnprintf(s, (size_t)n + 1, fmt, ap) != n) {
-		free(s);
-		return NULL;
-	}
-	return s;
-}
-
-char *wk_asprintf(const char *fmt, ...)
-{
-	va_list ap;
-	char *s;
-
-	va_start(ap, fmt);
-	s = vasprintf_(fmt, ap);
-	va_end(ap);
-	if (!s)
-		errno = ENOMEM;
-	return s;
-}
-
 static void vmsg(const char *suffix, const char *fmt, va_list ap)
 {
-	char *m = vasprintf_(fmt, ap);
+	char *m = vxasprintf(fmt, ap);
 
 	if (suffix)
 		fprintf(stderr, "%s: %s: %s\n", PROG, m ? m : "(out of memory)", suffix);
@@ -83,138 +50,6 @@ int wk_errsys(int ex, const char *fmt, ...)
 	va_end(ap);
 	errno = e;
 	return ex;
-}
-
-long long wk_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-long long wk_mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void wk_sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
-int wk_write_all(int fd, const void *p, size_t n)
-{
-	const char *b = p;
-
-	while (n > 0) {
-		ssize_t w = write(fd, b, n);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		b += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-int wk_read_fd(int fd, size_t max, char **out, size_t *len)
-{
-	size_t n = 0, cap = 4096;
-	char *b = malloc(cap);
-
-	if (!b)
-		return -1;
-	for (;;) {
-		ssize_t r;
-
-		if (n + 1 >= cap) {
-			char *nb;
-
-			if (cap > max + 1) {
-				free(b);
-				errno = EFBIG;
-				return -1;
-			}
-			nb = realloc(b, cap * 2);
-			if (!nb) {
-				free(b);
-				return -1;
-			}
-			b = nb;
-			cap *= 2;
-		}
-		r = read(fd, b + n, cap - n - 1);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			free(b);
-			return -1;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-		if (n > max) {
-			free(b);
-			errno = EFBIG;
-			return -1;
-		}
-	}
-	b[n] = '\0';
-	*out = b;
-	*len = n;
-	return 0;
-}
-
-int wk_read_at(int dirfd, const char *name, size_t max, char **out, size_t *len)
-{
-	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	int r, e;
-
-	if (fd < 0)
-		return -1;
-	r = wk_read_fd(fd, max, out, len);
-	e = errno;
-	close(fd);
-	errno = e;
-	return r;
-}
-
-int wk_atomic_write(int dirfd, const char *tmpname, const char *name,
-		    const void *buf, size_t len, int durable)
-{
-	int fd, e;
-
-	/* A stale temporary file is a writer that died: ours now. */
-	if (unlinkat(dirfd, tmpname, 0) < 0 && errno != ENOENT)
-		return -1;
-	fd = openat(dirfd, tmpname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -1;
-	/* Exactly 0600, whatever the umask. */
-	if (fchmod(fd, 0600) < 0 || wk_write_all(fd, buf, len) < 0 || (durable && fsync(fd) < 0)) {
-		e = errno;
-		close(fd);
-		unlinkat(dirfd, tmpname, 0);
-		errno = e;
-		return -1;
-	}
-	if (close(fd) < 0 || renameat(dirfd, tmpname, dirfd, name) < 0) {
-		e = errno;
-		unlinkat(dirfd, tmpname, 0);
-		errno = e;
-		return -1;
-	}
-	return durable ? fsync(dirfd) : 0;
 }
 
 static char *home_dir(void)
@@ -258,7 +93,7 @@ char *wk_expand_path(const char *path, int abs)
 
 		if (!h)
 			return NULL;
-		r = wk_asprintf("%s%s", h, path + 1);
+		r = xasprintf("%s%s", h, path + 1);
 		free(h);
 	} else {
 		r = strdup(path);
@@ -271,37 +106,10 @@ char *wk_expand_path(const char *path, int abs)
 		return NULL;
 	}
 	rel = r;
-	r = wk_asprintf("%s/%s", base, rel);
+	r = xasprintf("%s/%s", base, rel);
 	free(base);
 	free(rel);
 	return r;
-}
-
-/* mkdir -p PATH with mode 0700 (whatever the umask) for what is made;
- * existing ones are left as they are. */
-static int mkdir_p(const char *path)
-{
-	char *p = strdup(path), *s;
-	int rc = 0;
-
-	if (!p)
-		return -1;
-	for (s = p + 1; ; s++) {
-		if (*s == '/' || *s == '\0') {
-			char c = *s;
-
-			*s = '\0';
-			if (mkdir(p, 0700) == 0 ? chmod(p, 0700) < 0 : errno != EEXIST) {
-				rc = -1;
-				break;
-			}
-			*s = c;
-			if (c == '\0')
-				break;
-		}
-	}
-	free(p);
-	return rc;
 }
 
 int wk_state_open(struct wk_state *st, const char *dir, char **why)
@@ -313,23 +121,23 @@ int wk_state_open(struct wk_state *st, const char *dir, char **why)
 	*why = NULL;
 	st->path = wk_expand_path(dir, 1);
 	if (!st->path) {
-		*why = wk_asprintf("state directory %s: %s", dir, strerror(errno));
+		*why = xasprintf("state directory %s: %s", dir, strerror(errno));
 		return -1;
 	}
 	if (mkdir_p(st->path) < 0) {
-		*why = wk_asprintf("mkdir %s: %s", st->path, strerror(errno));
+		*why = xasprintf("mkdir %s: %s", st->path, strerror(errno));
 		return -1;
 	}
 	st->fd = open(st->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (st->fd < 0) {
-		*why = wk_asprintf("%s: %s", st->path, strerror(errno));
+		*why = xasprintf("%s: %s", st->path, strerror(errno));
 		return -1;
 	}
 	for (i = 0; i < 2; i++) {
 		int fd, made = mkdirat(st->fd, sub[i], 0700) == 0;
 
 		if (!made && errno != EEXIST) {
-			*why = wk_asprintf("mkdir %s/%s: %s", st->path, sub[i], strerror(errno));
+			*why = xasprintf("mkdir %s/%s: %s", st->path, sub[i], strerror(errno));
 			return -1;
 		}
 		fd = openat(st->fd, sub[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -342,9 +150,9 @@ int wk_state_open(struct wk_state *st, const char *dir, char **why)
 			int e = errno;
 
 			if (fstatat(st->fd, sub[i], &ls, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(ls.st_mode))
-				*why = wk_asprintf("%s/%s: is a symbolic link (not followed)", st->path, sub[i]);
+				*why = xasprintf("%s/%s: is a symbolic link (not followed)", st->path, sub[i]);
 			else
-				*why = wk_asprintf("%s/%s: %s", st->path, sub[i], strerror(e));
+				*why = xasprintf("%s/%s: %s", st->path, sub[i], strerror(e));
 			return -1;
 		}
 		if (i == 0)
@@ -383,14 +191,14 @@ int wk_id_ok(const char *id)
 
 int wk_state_read(const struct wk_state *st, const char *id, struct wire_rec *r)
 {
-	char *name = wk_asprintf("%s.state", id), *buf;
+	char *name = xasprintf("%s.state", id), *buf;
 	size_t len;
 	long got;
 	const char *why;
 
 	if (!name)
 		return -1;
-	if (wk_read_at(st->attfd, name, WIRE_MAX_RECORD, &buf, &len) < 0) {
+	if (read_capped(st->attfd, name, WIRE_MAX_RECORD, &buf, &len) < 0) {
 		free(name);
 		return errno == ENOENT ? 0 : -1;
 	}
@@ -409,14 +217,14 @@ int wk_state_read(const struct wk_state *st, const char *id, struct wire_rec *r)
 
 int wk_state_write(const struct wk_state *st, const char *id, const struct wire_rec *r)
 {
-	char *name = wk_asprintf("%s.state", id);
-	char *tmp = wk_asprintf(".%s.state.tmp", id);
+	char *name = xasprintf("%s.state", id);
+	char *tmp = xasprintf(".%s.state.tmp", id);
 	char *buf = NULL;
 	long n;
 	int rc = -1, e;
 
 	if (name && tmp && (n = wire_format(r, &buf)) >= 0)
-		rc = wk_atomic_write(st->attfd, tmp, name, buf, (size_t)n, 1);
+		rc = atomic_write_at(st->attfd, tmp, name, buf, (size_t)n, 0600, 1);
 	e = errno;
 	free(buf);
 	free(name);
@@ -432,39 +240,6 @@ int wk_state_final(const char *s)
 		     strcmp(s, "paused") == 0);
 }
 
-int wk_lock_try(int dirfd, const char *name, int how, int create, int *fdp)
-{
-	int fd, flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC;
-
-	*fdp = -1;
-	if (create)
-		flags = O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC;
-	fd = openat(dirfd, name, flags, 0600);
-	if (fd < 0)
-		return -1;
-	/* Leases and attempt locks are ours alone: 0600, whatever the umask. */
-	if (create && fchmod(fd, 0600) < 0) {
-		int e = errno;
-
-		close(fd);
-		errno = e;
-		return -1;
-	}
-	while (flock(fd, how | LOCK_NB) < 0) {
-		int e = errno;
-
-		if (e == EINTR)
-			continue;
-		close(fd);
-		if (e == EWOULDBLOCK)
-			return 0;
-		errno = e;
-		return -1;
-	}
-	*fdp = fd;
-	return 1;
-}
-
 int wk_attempt_status(const struct wk_state *st, const char *id,
 		      struct wire_rec *r, int *alive)
 {
@@ -477,8 +252,10 @@ int wk_attempt_status(const struct wk_state *st, const char *id,
 	 * holds it, so with it in hand the state cannot change under us. */
 	adir = openat(st->attfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (adir >= 0) {
-		got = wk_lock_try(adir, "lock", LOCK_EX, 0, &lockfd);
+		got = lock_at(adir, "lock", LOCK_EX, 0, &lockfd);
 		close(adir);
+	} else if (errno == ELOOP || errno == ENOTDIR) {
+		errno = ENOENT;         /* no directory (a link is not followed): no lock */
 	}
 	if (got < 0 && errno != ENOENT)
 		return -1;
@@ -509,7 +286,7 @@ int wk_attempt_status(const struct wk_state *st, const char *id,
 			  strcmp(s, "pausing") == 0)) {
 			if (wire_set(r, "state", "lost") < 0 ||
 			    wire_set(r, "reason", "worker vanished without a final status") < 0 ||
-			    wk_set_ll(r, "finished", wk_now_ms()) < 0 ||
+			    wk_set_ll(r, "finished", now_ms()) < 0 ||
 			    wk_state_write(st, id, r) < 0) {
 				int e = errno;
 

@@ -8,12 +8,14 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* Built inside the repository with -Ispool-layout, from a flat copy of
- * the worker's sources with wire.c and wire.h (make install), or from
- * the repository root with nothing but
- *     cc -std=c11 -D_GNU_SOURCE worker/[a-z]*.c spool-layout/wire.c
- * (and spool-layout/crash.c; -ldl on glibc older than 2.34, for NVML's
- * dlopen, or -DCARDBATON_NO_NVML for a worker without NVML). */
+/* Built inside the repository with -Ibase -Ispool-layout, from a flat
+ * copy of the worker's sources with base's, wire's and crash's (make
+ * install, the shell archive), or from the repository root with
+ * nothing but
+ *     cc -std=c11 -D_GNU_SOURCE worker/[a-z]*.c base/[a-z]*.c \
+ *         spool-layout/wire.c spool-layout/crash.c
+ * (-ldl on glibc older than 2.34, for NVML's dlopen, or
+ * -DCARDBATON_NO_NVML for a worker without NVML). */
 #if defined(__has_include)
 #if __has_include("wire.h")
 #include "crash.h"
@@ -22,7 +24,13 @@
 #include "../spool-layout/crash.h"
 #include "../spool-layout/wire.h"
 #endif
+#if __has_include("base.h")
+#include "base.h"
 #else
+#include "../base/base.h"
+#endif
+#else
+#include "base.h"
 #include "crash.h"
 #include "wire.h"
 #endif
@@ -47,43 +55,12 @@
  * write its state file (LAYOUT.md section 8, step 7). */
 #define LAUNCH_WAIT_MS 5000
 
-/* sysexits(3) codes, spelt out (no <sysexits.h> on some libcs). */
-enum {
-	WX_OK = 0,
-	WX_USAGE = 64,
-	WX_DATAERR = 65,        /* bad launch spec */
-	WX_NOINPUT = 66,        /* unknown attempt */
-	WX_UNAVAILABLE = 69,    /* nvidia-smi failed or absent */
-	WX_OSERR = 71,
-	WX_TEMPFAIL = 75,       /* cards busy */
-};
-
 /* ---- util.c ---------------------------------------------------------- */
 
 /* Print "cardbaton-worker: MSG" (wk_errsys: ": strerror(errno)" added)
  * on stderr and return EX, so that commands can `return wk_err(...)`. */
 int wk_err(int ex, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int wk_errsys(int ex, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* malloc'd formatted string, or NULL (ENOMEM). */
-char *wk_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-long long wk_now_ms(void);      /* wall clock, ms since the epoch */
-long long wk_mono_ms(void);     /* CLOCK_MONOTONIC, ms */
-void wk_sleep_ms(long ms);
-
-/* write/read whole buffers, retrying on EINTR and short counts. */
-int wk_write_all(int fd, const void *p, size_t n);
-/* Read FD to EOF into a malloc'd NUL-terminated buffer; -1 with
- * errno EFBIG when it holds more than MAX bytes. */
-int wk_read_fd(int fd, size_t max, char **out, size_t *len);
-/* Same for DIRFD/NAME, opened O_NOFOLLOW.  -1 with errno (ENOENT). */
-int wk_read_at(int dirfd, const char *name, size_t max, char **out, size_t *len);
-/* Write DIRFD/NAME atomically through DIRFD/TMPNAME: create, write,
- * fsync, close, rename, fsync DIRFD (the syncs only when DURABLE).  0
- * or -1 with errno. */
-int wk_atomic_write(int dirfd, const char *tmpname, const char *name,
-		    const void *buf, size_t len, int durable);
 
 /* "~" and "~/x" against $HOME (or the password file); other paths
  * copied.  Relative results are made absolute when ABS is set. */
@@ -109,11 +86,6 @@ int wk_state_read(const struct wk_state *st, const char *id, struct wire_rec *r)
 int wk_state_write(const struct wk_state *st, const char *id, const struct wire_rec *r);
 /* The final states: succeeded failed cancelled lost paused. */
 int wk_state_final(const char *state);
-
-/* Try to take DIRFD/NAME with flock(HOW|LOCK_NB) on a fresh open
- * (created when CREATE).  1: taken, *fdp holds it; 0: held by another;
- * -1: error (ENOENT: no such file, without CREATE). */
-int wk_lock_try(int dirfd, const char *name, int how, int create, int *fdp);
 
 /*
  * The state of attempt ID as status reports it (LAYOUT.md section 8):
@@ -195,7 +167,7 @@ struct wk_child {
  * Fork; the child, in its own process group with stdin on /dev/null
  * and stdout and stderr on pipes, runs FN(ARG), which never returns (it
  * execs or _exits).  What it prints is kept (at most MAX bytes of
- * stdout) until it ends, or until DEADLINE (wk_mono_ms) when its
+ * stdout) until it ends, or until DEADLINE (mono_ms) when its
  * process group is killed.  0 with C filled (wk_child_free it), or -1
  * with *err (malloc'd) when no child could be run.
  */

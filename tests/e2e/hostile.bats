@@ -148,6 +148,30 @@ asan() { ldd "$CB_BUILD/cardbaton-submit" 2>/dev/null | grep -q libasan; }
 	[ -z "$(ls -A "$T/victim")" ]
 }
 
+@test "an attempt directory planted as a symlink on the node: the job fails naming it, nothing followed, the daemon serves on" {
+	make_spool
+	sid=$(cut -c1-8 "$T/spool/id")
+	mkdir -p "$STATE/attempts" "$T/elsewhere"
+	# The worker run for the launch (run --once has no event stream) ...
+	a=$(sub --gpu-count 0 -- touch "$T/ran")
+	ln -s "$T/elsewhere" "$STATE/attempts/$sid-$a-0"
+	once
+	[ "$(job_state "$a")" = failed ]
+	[ "$(st --json "$a" | json 'd["jobs"][0]["reason"]')" = "attempts/$sid-$a-0: is a symbolic link (not followed)" ]
+	# ... and the daemon's launch through the node's stream.
+	b=$(( $(cat "$T/spool/seq") + 1 ))
+	ln -s "$T/elsewhere" "$STATE/attempts/$sid-$b-0"
+	start_daemon
+	[ "$(sub --gpus 0 -- touch "$T/ran")" = "$b" ]
+	wait_for 15 '[ "$(job_state "$b")" = failed ]'
+	[ "$(st --json "$b" | json 'd["jobs"][0]["reason"]')" = "attempts/$sid-$b-0: is a symbolic link (not followed)" ]
+	# Nothing followed, nothing ran; the card is free for the next job.
+	[ -z "$(ls -A "$T/elsewhere")" ]
+	[ ! -e "$T/ran" ]
+	c=$(sub --gpus 0 -- true)
+	wait_for 15 '[ "$(job_state "$c")" = succeeded ]'
+}
+
 @test "a job name with '/' and '..' is free text: shown as given, never a path" {
 	make_spool
 	a=$(sub --name '../../x/y' --gpu-count 0 -- true)

@@ -30,6 +30,9 @@ installed_files() {
 	for m in "$CB_TOP"/worker/*.c "$CB_TOP"/worker/*.h; do
 		echo "usr/libexec/cardbaton/${m##*/}"
 	done
+	for m in "$CB_TOP"/base/*.[ch]; do
+		echo "usr/libexec/cardbaton/${m##*/}"
+	done
 	echo usr/libexec/cardbaton/wire.c
 	echo usr/libexec/cardbaton/wire.h
 	for m in "$CB_TOP"/man/*.[158]; do

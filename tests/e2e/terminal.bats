@@ -65,6 +65,29 @@ on_tty() {
 	[[ $output == *"far: unreachable: "* ]]
 }
 
+@test "shipping the worker to a node: two progress lines on a terminal, none on a pipe" {
+	# An "ssh" that runs the remote command line here: the node is this
+	# machine, its state directory $T/far, and the worker not there yet.
+	printf '#!/bin/sh\nwhile [ "$1" != -- ]; do shift; done\nexec sh -c "$2"\n' > "$T/ssh"
+	chmod +x "$T/ssh"
+	printf 'spool: ./spool\nssh_command: [%s]\nremote_state_dir: %s\nnodes:\n  far:\n    ssh: far\n' \
+		"$T/ssh" "$T/far" > "$C"
+	id=$(sed -n 's/^#define WORKER_ID "\(.*\)"/\1/p' "$CB_BUILD/worker-id.h")
+	run on_tty "cardbaton-gpus --config '$C'"
+	[ "$status" -eq 0 ]
+	[[ $output == *"cardbaton: far: installing cardbaton-worker $id ($(uname -m), static build)..."* ]]
+	[[ $output == *"cardbaton: far: cardbaton-worker installed"* ]]
+	[ -x "$T/far/bin/cardbaton-worker-$id" ]
+	# Once there, nothing to say; and never anything but on a terminal.
+	run on_tty "cardbaton-gpus --config '$C'"
+	[[ $output != *"cardbaton-worker installed"* ]]
+	rm -r "$T/far/bin"
+	run --separate-stderr cardbaton-gpus --config "$C"
+	[ "$status" -eq 0 ]
+	[ -z "$stderr" ]
+	[ -x "$T/far/bin/cardbaton-worker-$id" ]
+}
+
 @test "status: states in colour on a terminal only" {
 	local a
 	a=$(cardbaton-submit --config "$C" --gpus 0 -- sleep 30)

@@ -368,6 +368,32 @@ go() {
 	[ "$(st af-2 state)" = succeeded ]
 }
 
+@test "launch: attempts/ID planted as a symlink or a file ends the attempt failed naming it, nothing followed or run" {
+	mkdir -p "$STATE/attempts" "$T/elsewhere"
+	ln -s "$T/elsewhere" "$STATE/attempts/aa-1"
+	launch attempt aa-1 gpu 0 shell 'echo ran > "$OUT"' env "OUT=$T/out"
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | field state)" = failed ]
+	[ "$(echo "$output" | field reason)" = "attempts/aa-1: is a symbolic link (not followed)" ]
+	[ -n "$(echo "$output" | field finished)" ]
+	# Final on the node: status, and the same launch again, answer it.
+	[ "$(st aa-1 state)" = failed ]
+	[ "$(st aa-1 alive)" = 0 ]
+	launch attempt aa-1 gpu 0 shell 'echo ran > "$OUT"' env "OUT=$T/out"
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | field reason)" = "attempts/aa-1: is a symbolic link (not followed)" ]
+	# Nothing was followed, run or leased.
+	[ -z "$(ls -A "$T/elsewhere")" ]
+	[ -L "$STATE/attempts/aa-1" ]
+	[ ! -e "$T/out" ]
+	lease_free "$U0"
+	touch "$STATE/attempts/aa-2"
+	launch attempt aa-2 arg true
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | field reason)" = "attempts/aa-2: is not a directory" ]
+	[ "$(st aa-2 state)" = failed ]
+}
+
 @test "launch: a card with memory in use above idle_mib is busy (75) and leaves no trace" {
 	fake_gpus "0, $U0, NVIDIA Fake A100, 0, 81920, 0" "1, $U1, NVIDIA Fake A100, 4000, 81920, 0"
 	launch attempt b0-1 arg true gpu 0 gpu 1

@@ -10,6 +10,7 @@
  * not empty, and names that config_node finds.
  */
 #include "spool.h"
+#include "node.h"
 #include "yamlx.h"
 #include "fuzz.h"
 

@@ -1,6 +1,6 @@
 /*
  * fuzz_names.c - the file-name grammar (spool-layout/names.c, LAYOUT.md
- * section 2), the ctl/ request names (spool.c) and parse_ll (util.c).
+ * section 2), the ctl/ request names (ctl.c) and parse_ll (util.c).
  *
  * Properties: what a parser accepts is exactly the canonical form its
  * writer makes (name_queued, name_plain, attempt_id), so one job or

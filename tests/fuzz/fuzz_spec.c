@@ -1,8 +1,7 @@
 /*
  * fuzz_spec.c - the launch spec as the worker reads it
- * (worker/launch.c spec_check, after wire_read of its stdin; LAYOUT.md
- * section 10, "Spec keys").  launch.c is included whole: spec_check is
- * static.
+ * (worker/spec.c spec_check, after wire_read of its stdin; LAYOUT.md
+ * section 10, "Spec keys").
  *
  * Properties: a refused spec gets a one-line reason; an accepted one
  * has a valid attempt ID (so it can never name a path outside
@@ -12,7 +11,7 @@
  * number in its range.
  */
 #include "fuzz.h"
-#include "../../worker/launch.c"
+#include "../../worker/launch.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

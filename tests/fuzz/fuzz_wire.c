@@ -1,7 +1,7 @@
 /*
  * fuzz_wire.c - the worker protocol's records (spool-layout/wire.c,
  * LAYOUT.md section 10): "KEY SP VALUE" lines with %XX escapes, ended
- * by "end"; and gpus_parse (node.c), the daemon's and `gpus`'s reading
+ * by "end"; and gpus_parse (link/), the daemon's and `gpus`'s reading
  * of the worker's gpus answer.
  *
  * Properties:
@@ -21,6 +21,7 @@
 #include <limits.h>
 
 #include "spool.h"
+#include "node.h"
 #include "fuzz.h"
 
 static int rec_eq(const struct wire_rec *a, const struct wire_rec *b)

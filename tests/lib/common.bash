@@ -12,7 +12,7 @@
 setup_common() {
 	T=$BATS_TEST_TMPDIR
 	export HOME=$T/home XDG_CONFIG_HOME=$T/home/.config XDG_STATE_HOME=$T/home/.local/state
-	# ssh connection-sharing sockets per test (node.c puts them here).
+	# ssh connection-sharing sockets per test (link/node.c puts them here).
 	export XDG_RUNTIME_DIR=$T/run
 	mkdir -p "$HOME"
 	mkdir -m 0700 "$XDG_RUNTIME_DIR"

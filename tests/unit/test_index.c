@@ -1,9 +1,10 @@
 /*
- * test_index.c - SPOOL/queued.idx (spool-layout/index.c): what it says
- * of each record is what status makes of the record itself; it is used
- * only while queued/ is as it was made for; anything malformed is
- * refused; the writer reuses lines of unchanged files and notes done/
- * copies.
+ * test_index.c - SPOOL/queued.idx (spool-layout/index.c) and status's
+ * reading of the spool (statusread.c): what the index says of each
+ * record is what status makes of the record itself; it is used only
+ * while queued/ is as it was made for; anything malformed is refused;
+ * the writer reuses lines of unchanged files and notes done/ copies;
+ * status_read gives each job once, the higher rev, index or not.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -140,6 +141,68 @@ static const struct index_ent *find(const struct spool_index *ix, long long id)
 		if (ix->e[i].id == id)
 			return &ix->e[i];
 	return NULL;
+}
+
+/* status_read's callbacks: the IDs given, in order; the warnings. */
+struct seen {
+	long long id[32];
+	enum job_state state[32];
+	int n, stable, warnings;
+};
+
+static void seen_job(void *arg, struct status_view *v, int stable)
+{
+	struct seen *s = arg;
+
+	if (s->n < 32) {
+		s->state[s->n] = v->state;
+		s->id[s->n++] = v->id;
+	}
+	s->stable += stable;
+}
+
+static void seen_warn(void *arg, const struct cb_err *e)
+{
+	struct seen *s = arg;
+
+	s->warnings += e->msg != NULL;
+}
+
+/* status_read of SP (ALL: --all): the IDs it gave, sorted, as "1 2 3". */
+static char *read_ids(struct spool *sp, int all, struct seen *s, int *ex)
+{
+	struct status_read r = { 0 };
+	struct cb_err err = { 0 };
+	char *out = xstrdup("");
+
+	memset(s, 0, sizeof *s);
+	r.all = all;
+	r.with_json = 1;
+	r.job = seen_job;
+	r.warn = seen_warn;
+	r.arg = s;
+	CHECK(status_read(sp, &r, &err) == 0);
+	cb_err_free(&err);
+	*ex = r.ex;
+	status_read_free(&r);
+	for (int i = 0; i < s->n; i++)
+		for (int k = i + 1; k < s->n; k++)
+			if (s->id[k] < s->id[i]) {
+				long long t = s->id[i];
+				enum job_state ts = s->state[i];
+
+				s->id[i] = s->id[k];
+				s->id[k] = t;
+				s->state[i] = s->state[k];
+				s->state[k] = ts;
+			}
+	for (int i = 0; i < s->n; i++) {
+		char *t = xasprintf("%s%s%lld", out, i ? " " : "", s->id[i]);
+
+		free(out);
+		out = t;
+	}
+	return out;
 }
 
 int main(void)
@@ -326,6 +389,47 @@ int main(void)
 		CHECK_STR(q, "ls 'a b' 'it'\\''s' $'x\\ny' ''");
 		free(p);
 		free(q);
+	}
+
+	/* status_read: each job once, the higher rev of two records
+	 * kept (3's done/ copy: cancelled, shown only with --all), the
+	 * records it cannot read said once each (65); the same with the
+	 * index, whose lines it gives as they are. */
+	for (int with_index = 0; with_index < 2; with_index++) {
+		struct seen seen;
+		char *ids;
+		int ex;
+
+		if (with_index)
+			CHECK(write_settled(&sp) == 1);
+		ids = read_ids(&sp, 0, &seen, &ex);
+		CHECK_STR(ids, "1 2 4 7");
+		CHECK(seen.warnings == 2 && ex == EX_DATAERR_);
+		CHECK(with_index ? seen.stable == 4 : seen.stable == 0);
+		free(ids);
+		ids = read_ids(&sp, 1, &seen, &ex);
+		CHECK_STR(ids, "1 2 3 4 7 8");
+		CHECK(seen.warnings == 2 && ex == EX_DATAERR_);
+		for (int i = 0; i < seen.n; i++)
+			if (seen.id[i] == 3)
+				CHECK(seen.state[i] == JS_CANCELLED);
+		free(ids);
+	}
+	{
+		struct status_view a = { 0 }, b = { 0 };
+		struct status_key ka, kb;
+
+		a.state = b.state = JS_QUEUED;
+		a.priority = 5;
+		a.id = 9;
+		b.id = 1;
+		status_key_of(&a, &ka);
+		status_key_of(&b, &kb);
+		CHECK(status_key_cmp(&ka, &kb) < 0);    /* priority first */
+		b.state = JS_RUNNING;
+		b.priority = 99;
+		status_key_of(&b, &kb);
+		CHECK(status_key_cmp(&ka, &kb) < 0);    /* queued before running */
 	}
 
 	spool_close(&sp);

@@ -1,0 +1,111 @@
+/*
+ * base.h - the libc-only base under all of CardBaton: the worker
+ * (built static, and compiled on nodes from its shell archive), the
+ * library (spool-layout/, link/), the tools and the daemon.
+ *
+ * What every part needs the same way lives here once: sysexits(3)
+ * codes, formatted strings, the clocks, whole-buffer I/O, careful
+ * reads, the atomic write, and locks.  Nothing here includes anything
+ * but libc (no cJSON, no libyaml), prints, or exits; functions return
+ * 0 (or a count) on success and -1 with errno on failure.
+ *
+ * Files: fmt.c (xasprintf), clock.c (the clocks), file.c (writes,
+ * reads, the atomic write, mkdir -p, the program's directory), lock.c
+ * (flock).
+ */
+#ifndef CARDBATON_BASE_H
+#define CARDBATON_BASE_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+/* sysexits(3) codes, spelt out (no <sysexits.h> on some libcs), and
+ * the tools' 1; every program of CardBaton exits with these. */
+enum {
+	EX_OK_ = 0,
+	EX_REFUSED = 1,         /* request refused in the job's current state */
+	EX_USAGE_ = 64,
+	EX_DATAERR_ = 65,       /* bad job or config data; a bad launch spec */
+	EX_NOINPUT_ = 66,       /* no such job (or attempt) */
+	EX_UNAVAILABLE_ = 69,   /* node unavailable; nvidia-smi failed or absent */
+	EX_SOFTWARE_ = 70,      /* internal error */
+	EX_OSERR_ = 71,         /* system error */
+	EX_IOERR_ = 74,
+	EX_TEMPFAIL_ = 75,      /* temporary failure, worth retrying; cards busy */
+	EX_CONFIG_ = 78,        /* configuration error */
+};
+
+/* ---- fmt.c ------------------------------------------------------------ */
+
+/* malloc'd formatted string, or NULL with errno = ENOMEM. */
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+char *vxasprintf(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
+
+/* ---- clock.c ---------------------------------------------------------- */
+
+long long now_ms(void);         /* wall clock, ms since the epoch */
+long long mono_ms(void);        /* CLOCK_MONOTONIC, ms */
+void sleep_ms(long ms);         /* the whole of it, whatever signals come */
+
+/* ---- file.c ----------------------------------------------------------- */
+
+/* write(2) until all of BUF is written (EINTR retried).  0 or -1/errno. */
+int write_full(int fd, const void *buf, size_t len);
+
+/* Read FD to its end (a pipe, a /proc file) into a malloc'd
+ * NUL-terminated buffer (*len excludes the NUL); -1 with errno EFBIG
+ * when it holds more than MAX bytes. */
+int read_fd(int fd, size_t max, char **buf, size_t *len);
+
+/*
+ * Read DIRFD/NAME whole, refusing what a careful reader must never
+ * follow or swallow: -1 with errno ELOOP (a symbolic link), EISDIR (a
+ * directory), EINVAL (a FIFO, socket or device), EFBIG (larger than
+ * CAP bytes), or the open/read error.  The buffer is malloc'd and
+ * NUL-terminated (*len excludes the NUL).  Never blocks on a FIFO.
+ */
+int read_capped(int dirfd, const char *name, size_t cap, char **buf, size_t *len);
+
+/* fsync a directory (EINVAL, a file system that cannot, is no error). */
+int fsync_dir(int dirfd);
+
+/*
+ * Write BUF[0..LEN) as DSTFD/NAME atomically: create a unique file in
+ * TMPFD (".PID.COUNTER.NAME") with O_EXCL|O_NOFOLLOW and exactly MODE
+ * (fchmod: whatever the umask), write it completely, fsync, close
+ * (checked), rename into DSTFD/NAME (replacing it), fsync DSTFD.
+ * TMPFD and DSTFD must be on one file system; they may be the same
+ * directory.  On failure the temporary file is removed.  0 or -1/errno.
+ */
+int atomic_write(int tmpfd, int dstfd, const char *name,
+		 const void *buf, size_t len, mode_t mode);
+
+/* The same in one directory through the fixed temporary name TMPNAME
+ * (a stale one, left by a writer that died, is removed first: the
+ * caller's lock makes it the only writer of NAME).  The syncs only
+ * when DURABLE. */
+int atomic_write_at(int dirfd, const char *tmpname, const char *name,
+		    const void *buf, size_t len, mode_t mode, int durable);
+
+/* mkdir -p PATH: what is made gets exactly 0700, whatever the umask;
+ * what exists is left as it is.  0 or -1/errno. */
+int mkdir_p(const char *path);
+
+/* The directory of the running program (/proc/self/exe), malloc'd, or
+ * NULL. */
+char *exe_dir(void);
+
+/* ---- lock.c ----------------------------------------------------------- */
+
+/* flock(FD, HOW | LOCK_NB), HOW LOCK_EX or LOCK_SH: 1 taken, 0 held by
+ * another open file description, -1 error. */
+int lock_try(int fd, int how);
+
+/* Try to take DIRFD/NAME with lock_try on a fresh open (O_NOFOLLOW,
+ * close-on-exec; created with exactly 0600 when CREATE).  1: taken,
+ * *fdp holds it; 0: held by another; -1: error (ENOENT: no such file,
+ * without CREATE). */
+int lock_at(int dirfd, const char *name, int how, int create, int *fdp);
+
+#endif

@@ -1,0 +1,56 @@
+/*
+ * config.h - config.yaml (config.c over yamlx.c, libyaml): the spool, the
+ * nodes, and how to reach them.
+ */
+#ifndef CARDBATON_CONFIG_H
+#define CARDBATON_CONFIG_H
+
+#include <stddef.h>
+
+#include "util.h"
+
+#define DEFAULT_IDLE_MIB 64
+#define DEFAULT_RESERVE_AFTER 300
+#define DEFAULT_REMOTE_STATE_DIR "~/.local/state/sshgpu-queue"
+
+struct node_conf {
+	char *name;
+	char *ssh;              /* alias or user@host; NULL when local */
+	int local;
+	int *gpus;              /* eligible indices, or NULL = all */
+	size_t ngpus;
+	int has_gpus;
+	long long idle_mib;
+	char *public_key;       /* as written (may start with ~) */
+};
+
+struct config {
+	char *path;             /* file it came from; NULL = embedded default */
+	char *spool;            /* absolute path */
+	char *remote_state_dir; /* as written; "~" expands on the node */
+	char **ssh_command;     /* argv prefix; default {"ssh"} */
+	size_t nssh_command;
+	long long reserve_after_seconds;
+	struct node_conf *nodes;
+	size_t nnodes;
+};
+
+/*
+ * Load the config: PATH when given; else ./config.yaml when present;
+ * else $XDG_CONFIG_HOME/cardbaton/config.yaml (XDG_CONFIG_HOME
+ * defaulting to ~/.config) when present; else the embedded default
+ * (one node "local" with local: true, spool
+ * $XDG_STATE_HOME/cardbaton/spool, XDG_STATE_HOME defaulting to
+ * ~/.local/state).  `spool:` is relative to the config file's
+ * directory; default "./spool".  Errors: EX_CONFIG_ with
+ * "FILE:LINE: KEY: problem", or "PATH: strerror" when PATH cannot be
+ * read (also EX_CONFIG_).
+ */
+int config_load(const char *path, struct config *c, struct cb_err *err);
+/* Parse config text; DIR is the directory `spool:` is relative to. */
+int config_parse(const char *buf, size_t len, const char *fname,
+		 const char *dir, struct config *c, struct cb_err *err);
+const struct node_conf *config_node(const struct config *c, const char *name);
+void config_free(struct config *c);
+
+#endif

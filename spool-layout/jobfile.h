@@ -1,0 +1,97 @@
+/*
+ * jobfile.h - job files, job.yaml or JSON (jobfile.c over yamlx.c, libyaml):
+ * what a job asks for, and its JSON form.
+ */
+#ifndef CARDBATON_JOBFILE_H
+#define CARDBATON_JOBFILE_H
+
+#include <stddef.h>
+#include <cJSON.h>
+
+#include "util.h"
+
+/* Job files dropped into new/ larger than this are rejected. */
+#define JOBFILE_MAX (1u << 20)
+
+/* Which fields of a job_def were given. */
+enum {
+	JF_COMMAND = 1 << 0,
+	JF_CWD = 1 << 1,
+	JF_NODE = 1 << 2,
+	JF_GPUS = 1 << 3,
+	JF_GPU_COUNT = 1 << 4,
+	JF_PRIORITY = 1 << 5,
+	JF_TIMEOUT = 1 << 6,
+	JF_RESUME = 1 << 7,
+	JF_GRACE = 1 << 8,
+	JF_ENV = 1 << 9,
+	JF_NAME = 1 << 10,
+};
+
+#define GPU_INDEX_MAX 1023
+/* Limits of a job (cardbaton(5)): command words, env entries, bytes of
+ * `name`; every value is at most YX_MAX_SCALAR bytes, the file at most
+ * JOBFILE_MAX. */
+#define JOB_MAX_ARGS 4096
+#define JOB_MAX_ENV 4096
+#define JOB_NAME_MAX 256
+#define GPU_COUNT_MAX 1024
+#define TIMEOUT_MAX 315360000LL         /* ten years, in seconds */
+#define DEFAULT_GRACE 60
+
+struct job_def {
+	unsigned set;           /* JF_* bits of the fields present */
+	char **argv;            /* list command (argc >= 1), or NULL */
+	size_t argc;
+	char *shell;            /* string command for sh -c, or NULL */
+	char *cwd, *node, *name, *resume_command;
+	/* resume_command (set: resumable) is a string for sh -c, or, when
+	 * resume_argv is set (a list, run as it is), that list joined for
+	 * display (shell_join). */
+	char **resume_argv;
+	size_t resume_argc;
+	int *gpus;              /* pinned physical indices, distinct */
+	size_t ngpus;
+	long long gpu_count;    /* 0 = CPU job; default 1 (see jobdef_gpu_need) */
+	long long priority;     /* PRIO_MIN..PRIO_MAX, default 0 */
+	long long timeout_seconds;              /* 0 = no limit */
+	long long checkpoint_grace_seconds;     /* default DEFAULT_GRACE */
+	char **env;             /* "NAME=value", NAME a shell identifier */
+	size_t nenv;
+};
+
+/*
+ * Parse a job file (YAML, or JSON, which is read as YAML) into JD.
+ * FNAME is used in messages only.  Errors: EX_DATAERR_ with
+ * "FNAME:LINE: KEY: problem" (or "FNAME: problem" when there is no
+ * line: empty file, not UTF-8, ...).  Unknown keys, wrong types, out
+ * of range numbers, duplicate keys, anchors/aliases, several
+ * documents, and a job with no command are errors.  JD is zeroed first
+ * and gets the defaults (gpu_count 1, checkpoint_grace_seconds 60) for
+ * fields not given (their JF_ bits stay clear); on failure it is freed
+ * and zeroed.
+ */
+int jobdef_parse(const char *buf, size_t len, const char *fname,
+		 struct job_def *jd, struct cb_err *err);
+
+/* Checks that need no file: a command given, gpus and gpu_count
+ * consistent (gpu_count, when both are set, must equal ngpus), env
+ * names valid.  Same error form with FNAME and no line. */
+int jobdef_check(const struct job_def *jd, const char *fname, struct cb_err *err);
+
+/* Number of cards the job needs: ngpus when pinned, else gpu_count
+ * when given, else 1. */
+long long jobdef_gpu_need(const struct job_def *jd);
+
+/* Copy every field set in SRC over DST (used for flag overrides). */
+int jobdef_merge(struct job_def *dst, const struct job_def *src);
+
+/* JSON form (the fields of job.yaml, only those set; "command" is an
+ * array or a string).  jobdef_from_json accepts what jobdef_to_json
+ * made; -1 with errno EINVAL on anything else. */
+cJSON *jobdef_to_json(const struct job_def *jd);
+int jobdef_from_json(const cJSON *obj, struct job_def *jd);
+
+void jobdef_free(struct job_def *jd);
+
+#endif

@@ -1,0 +1,77 @@
+/*
+ * spooldir.h - the spool directory (spool.c, LAYOUT.md §§1-4): opening
+ * it, its subdirectories, the daemon's lock, listing, the sequence
+ * counter, submitting.
+ */
+#ifndef CARDBATON_SPOOLDIR_H
+#define CARDBATON_SPOOLDIR_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "jobfile.h"
+#include "record.h"
+#include "util.h"
+
+enum spool_dir {
+	SD_TMP, SD_NEW, SD_INCOMING, SD_QUEUED, SD_RUNNING, SD_PAUSED,
+	SD_DONE, SD_REJECTED, SD_CTL, SD_NODES,
+	SD_N
+};
+extern const char *const spool_dir_name[SD_N];
+enum spool_dir job_state_dir(enum job_state s);
+
+struct spool {
+	char *path;
+	int fd;                 /* the spool directory */
+	int dir[SD_N];          /* its subdirectories, O_DIRECTORY|O_NOFOLLOW */
+	char id[9];             /* 8 hex digits, from the file "id" */
+	mode_t fmode, dmode;    /* of what it creates: 0600/0700, or shared (spool_open) */
+};
+
+/* The sysexits code of a failed spool write with errno E: EX_TEMPFAIL_
+ * for a full disk, quota, read-only spool, I/O error or ENOMEM, else
+ * EX_OSERR_. */
+int spool_errno_ex(int e);
+
+/* Open (CREATE: make it, mode 0700, if missing) the spool at PATH.
+ * What CardBaton creates in it is private: directories 0700, files
+ * 0600, whatever the umask.  A group-shared spool (LAYOUT.md §1): when
+ * PATH itself has the set-group-ID bit, its group permission bits are
+ * given to every directory (and, without x, file) created inside.
+ * No subdirectory is followed through a symbolic link.
+ * Errors: EX_CONFIG_ / EX_OSERR_ / EX_TEMPFAIL_ with the path. */
+int spool_open(struct spool *sp, const char *path, int create, struct cb_err *err);
+void spool_close(struct spool *sp);
+
+/* The daemon's lock ("lock"); returns the held fd, or -1 with
+ * EX_TEMPFAIL_ "another cardbaton-spoold holds SPOOL/lock". */
+int spool_lock_daemon(struct spool *sp, struct cb_err *err);
+
+/* Next sequence number (file "seq", under flock of "seq.lock"). */
+int spool_next_seq(struct spool *sp, long long *seq, struct cb_err *err);
+/* For a batch of files in new/: the counter made at least FLOOR (the
+ * highest number the files' own names carry, 0: none, so that later
+ * numbers never collide with them), then COUNT numbers handed out,
+ * *FIRST .. *FIRST + COUNT - 1. */
+int spool_seq_block(struct spool *sp, long long floor, long long count, long long *first,
+		    struct cb_err *err);
+
+/* Submit: next seq, write the job as JSON into tmp/, rename into
+ * new/<name_queued(prio, seq)>.  *id = seq.  Full disk or read-only
+ * spool: EX_TEMPFAIL_, nothing left in new/. */
+int spool_submit(struct spool *sp, const struct job_def *jd, long long *id,
+		 struct cb_err *err);
+
+/* Write TEXT as D/NAME in the spool: atomic_write through tmp/, mode
+ * sp->fmode; an error names the file (EX_TEMPFAIL_ for a full disk or a
+ * read-only spool: spool_errno_ex). */
+int spool_write(struct spool *sp, enum spool_dir d, const char *name, const char *text,
+		struct cb_err *err);
+
+/* Entries of DIR that do not begin with '.', sorted with strcmp.
+ * *names is a malloc'd array of malloc'd strings. */
+int spool_list(struct spool *sp, enum spool_dir d, char ***names, size_t *n);
+void spool_list_free(char **names, size_t n);
+
+#endif

@@ -1,0 +1,389 @@
+/*
+ * statusread.c - how `status` reads the spool (statusread.h; LAYOUT.md
+ * §6 and §11, the reader).  One readdir per directory, one read per
+ * record shown -- except queued/, which the daemon summarises in
+ * queued.idx: while the index's key matches, its lines stand for the
+ * names and records of queued/, no listing, no reads.  The index is
+ * queued/ at the moment of its fstat, between incoming/ and running/,
+ * so it keeps the flow order's guarantee.  An index that is missing,
+ * stale, malformed or a symlink is ignored: the jobs are the same, only
+ * slower.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "names.h"
+#include "statusread.h"
+#include "store.h"
+
+/* A name found in a spool directory, or a line of the index. */
+struct ent {
+	long long id;
+	enum spool_dir dir;
+	char *name;             /* owned unless IX */
+	const struct index_ent *ix;     /* queued/ as the index has it */
+	int dead;
+};
+
+struct reading {
+	struct spool *sp;
+	struct status_read *r;
+	struct ent *e;
+	size_t n, cap;
+};
+
+static int oom(struct cb_err *err)
+{
+	return cb_err_set(err, EX_OSERR_, "%s", strerror(ENOMEM));
+}
+
+static int shown(const struct status_read *r, enum job_state s)
+{
+	return r->all || !job_state_final(s);
+}
+
+/* J to the caller, as status shows it. */
+static int give(struct status_read *r, const struct job *j, struct cb_err *err)
+{
+	struct status_view v;
+
+	if (!shown(r, j->state))
+		return 0;
+	if (status_view_of(j, r->with_json, &v) < 0)
+		return oom(err);
+	r->job(r->arg, &v, 0);
+	status_view_free(&v);
+	return 0;
+}
+
+/* A library call's error E, which does not stop the reading. */
+static void warn(struct status_read *r, struct cb_err *e, int always)
+{
+	r->warn(r->arg, e);
+	if (always || !r->ex)
+		r->ex = e->ex ? e->ex : EX_OSERR_;
+	cb_err_free(e);
+}
+
+/* Job ID, which moved while it was read, wherever it is now. */
+static int find_moved(struct reading *g, long long id, struct cb_err *err)
+{
+	struct cb_err e = { 0 };
+	enum spool_dir d;
+	struct job j;
+	char *name;
+	int r = spool_find(g->sp, id, &j, &d, &name, &e), rc = 0;
+
+	if (r < 0) {
+		warn(g->r, &e, 1);
+		return 0;
+	}
+	if (r == 1) {
+		rc = give(g->r, &j, err);
+		job_free(&j);
+		free(name);
+	}
+	return rc;
+}
+
+/* Read entry E: 1 loaded, 0 gone (it moved), -1 unreadable (warned). */
+static int load_ent(struct reading *g, const struct ent *e, struct job *j)
+{
+	struct cb_err err = { 0 };
+
+	if (e->dir == SD_NEW || e->dir == SD_INCOMING ?
+	    spool_load_pending(g->sp, e->dir, e->name, e->id, j, &err) == 0 :
+	    spool_load(g->sp, e->dir, e->name, j, &err) == 0)
+		return 1;
+	if (err.ex == EX_NOINPUT_) {
+		cb_err_free(&err);
+		return 0;
+	}
+	warn(g->r, &err, 0);
+	return -1;
+}
+
+static struct ent *new_ent(struct reading *g)
+{
+	if (g->n == g->cap) {
+		size_t cap = g->cap ? g->cap * 2 : 256;
+		struct ent *v = realloc(g->e, cap * sizeof *v);
+
+		if (!v)
+			return NULL;
+		g->e = v;
+		g->cap = cap;
+	}
+	memset(&g->e[g->n], 0, sizeof g->e[g->n]);
+	return &g->e[g->n++];
+}
+
+static int add_ent(struct reading *g, long long id, enum spool_dir d, const char *name)
+{
+	struct ent *e = new_ent(g);
+
+	if (!e)
+		return -1;
+	e->id = id;
+	e->dir = d;
+	if (!(e->name = strdup(name))) {
+		g->n--;
+		return -1;
+	}
+	return 0;
+}
+
+/* A line of the index, standing for queued/NAME. */
+static int add_ix_ent(struct reading *g, const struct index_ent *x)
+{
+	struct ent *e = new_ent(g);
+
+	if (!e)
+		return -1;
+	e->id = x->id;
+	e->dir = SD_QUEUED;
+	e->name = (char *)x->name;
+	e->ix = x;
+	return 0;
+}
+
+/* An entry whose record the index holds (no read needed). */
+static int summarised(const struct ent *e)
+{
+	return e->ix && !e->ix->raw;
+}
+
+static int is_record_dir(enum spool_dir d)
+{
+	return d == SD_QUEUED || d == SD_RUNNING || d == SD_PAUSED || d == SD_DONE;
+}
+
+static int ent_cmp(const void *pa, const void *pb)
+{
+	const struct ent *a = pa, *b = pb;
+
+	if (a->id != b->id)
+		return a->id < b->id ? -1 : 1;
+	return (a->dir > b->dir) - (a->dir < b->dir);
+}
+
+/* Step 1: the listings, in the order of the flow of jobs. */
+static int list(struct reading *g, struct cb_err *err)
+{
+	/* queued/ before running/: a job moving queued -> running between
+	 * the two listings is seen twice (and deduplicated) rather than
+	 * not at all. */
+	static const enum spool_dir dirs[] = {
+		SD_NEW, SD_INCOMING, SD_QUEUED, SD_RUNNING, SD_PAUSED, SD_DONE,
+	};
+	struct status_read *r = g->r;
+	struct spool *sp = g->sp;
+	size_t nlisted;
+
+	for (size_t k = 0; k < sizeof dirs / sizeof dirs[0]; k++) {
+		enum spool_dir d = dirs[k];
+		char **names;
+		size_t n;
+		int bad = 0;
+
+		/* done/ holds the history: list it only for --all. */
+		if (d == SD_DONE && !r->all)
+			continue;
+		if (d == SD_QUEUED && index_read(sp, r->with_json, &r->ix) == 1) {
+			for (size_t i = 0; i < r->ix.n; i++)
+				if (add_ix_ent(g, &r->ix.e[i]) < 0)
+					return oom(err);
+			continue;
+		}
+		if (spool_list(sp, d, &names, &n) < 0)
+			return cb_err_sys(err, EX_OSERR_, "%s/%s", sp->path, spool_dir_name[d]);
+		for (size_t i = 0; i < n && !bad; i++) {
+			long long id, prio;
+			int c;
+
+			switch (d) {
+			case SD_NEW:
+				c = name_classify_new(names[i], &prio, &id);
+				if (c == 0)
+					r->foreign++;
+				if (c == 1)
+					bad = add_ent(g, id, d, names[i]) < 0;
+				break;
+			case SD_QUEUED:
+				if (name_parse_queued(names[i], &prio, &id) == 0)
+					bad = add_ent(g, id, d, names[i]) < 0;
+				break;
+			default:
+				if (name_parse_plain(names[i], &id) == 0)
+					bad = add_ent(g, id, d, names[i]) < 0;
+			}
+		}
+		spool_list_free(names, n);
+		if (bad)
+			return oom(err);
+	}
+	/* Without --all, a finished copy matters only beside a record of
+	 * the same job elsewhere (a crash inside spool_put): one lookup per
+	 * job shown, rather than a listing of the whole history. */
+	nlisted = g->n;
+	for (size_t i = 0; !r->all && i < nlisted; i++) {
+		/* done/ as it was when the index was made: it says which
+		 * of its jobs have a copy there. */
+		int fresh = g->e[i].ix && r->ix.done_fresh, bad;
+		char *pn;
+
+		if (fresh && !g->e[i].ix->in_done)
+			continue;
+		if (!(pn = name_plain(g->e[i].id)))
+			return oom(err);
+		bad = (fresh || faccessat(sp->dir[SD_DONE], pn, F_OK, AT_SYMLINK_NOFOLLOW) == 0) &&
+		      add_ent(g, g->e[i].id, SD_DONE, pn) < 0;
+		free(pn);
+		if (bad)
+			return oom(err);
+	}
+	return 0;
+}
+
+/* Step 2 for the entries [B, END) of one job ID. */
+static int group(struct reading *g, size_t b, size_t end, struct cb_err *err)
+{
+	struct status_read *r = g->r;
+	size_t nrec = 0, best = SIZE_MAX;
+	long long best_rev = -1;
+	struct job j;
+	int moved = 0, k;
+
+	for (size_t i = b; i < end; i++)
+		nrec += is_record_dir(g->e[i].dir);
+	if (nrec == 0) {
+		/* Not accepted yet: incoming/ holds the ID; a file in new/
+		 * with the same number gets another ID. */
+		size_t keep = end - 1;  /* incoming sorts after new */
+
+		for (size_t i = b; i < end; i++)
+			if (i != keep) {
+				g->e[i].dead = 1;
+				r->foreign++;
+			}
+	} else {
+		for (size_t i = b; i < end; i++)
+			if (!is_record_dir(g->e[i].dir)) {
+				g->e[i].dead = 1;
+				if (g->e[i].dir == SD_NEW)
+					r->foreign++;
+			}
+	}
+	if (nrec <= 1)
+		return 0;
+	/* Two records: the higher rev is the job (LAYOUT.md §6). */
+	for (size_t i = b; i < end; i++) {
+		long long rev;
+
+		if (g->e[i].dead)
+			continue;
+		if (summarised(&g->e[i])) {
+			rev = g->e[i].ix->v.rev;
+		} else if ((k = load_ent(g, &g->e[i], &j)) <= 0) {
+			moved |= k == 0;        /* -1: unreadable, said */
+			g->e[i].dead = 1;
+			continue;
+		} else {
+			rev = j.rev;
+			job_free(&j);
+		}
+		if (rev > best_rev) {
+			best_rev = rev;
+			best = i;
+		}
+	}
+	for (size_t i = b; i < end; i++)
+		if (i != best)
+			g->e[i].dead = 1;
+	return best == SIZE_MAX && moved ? find_moved(g, g->e[b].id, err) : 0;
+}
+
+/* Step 3: what is shown, read. */
+static int show(struct reading *g, const struct ent *e, struct cb_err *err)
+{
+	struct status_read *r = g->r;
+	struct job j;
+	int k;
+
+	if (e->dead || (e->dir == SD_DONE && !r->all))
+		return 0;
+	if (summarised(e)) {
+		struct status_view v = e->ix->v;
+
+		if (shown(r, v.state))
+			r->job(r->arg, &v, 1);
+		return 0;
+	}
+	k = load_ent(g, e, &j);
+	if (k == 0)
+		return find_moved(g, e->id, err);
+	if (k < 0)
+		return 0;
+	k = give(r, &j, err);
+	job_free(&j);
+	return k;
+}
+
+int status_read(struct spool *sp, struct status_read *r, struct cb_err *err)
+{
+	struct reading g = { sp, r, NULL, 0, 0 };
+	int rc = list(&g, err);
+
+	if (rc == 0 && g.n)
+		qsort(g.e, g.n, sizeof *g.e, ent_cmp);
+	for (size_t b = 0, end; rc == 0 && b < g.n; b = end) {
+		for (end = b; end < g.n && g.e[end].id == g.e[b].id; end++)
+			;
+		rc = group(&g, b, end, err);
+	}
+	for (size_t i = 0; rc == 0 && i < g.n; i++)
+		rc = show(&g, &g.e[i], err);
+	for (size_t i = 0; i < g.n; i++)
+		if (!g.e[i].ix)
+			free(g.e[i].name);
+	free(g.e);
+	return rc;
+}
+
+void status_read_free(struct status_read *r)
+{
+	index_free(&r->ix);
+}
+
+void status_key_of(const struct status_view *v, struct status_key *k)
+{
+	switch (v->state) {
+	case JS_QUEUED:
+		k->section = 0;
+		break;
+	case JS_RUNNING:
+	case JS_PAUSING:
+		k->section = 1;
+		break;
+	case JS_PAUSED:
+		k->section = 2;
+		break;
+	default:
+		k->section = 3;
+	}
+	k->prio = v->priority;
+	k->id = v->id;
+}
+
+int status_key_cmp(const struct status_key *a, const struct status_key *b)
+{
+	if (a->section != b->section)
+		return a->section < b->section ? -1 : 1;
+	if (a->section == 0 && a->prio != b->prio)
+		return a->prio > b->prio ? -1 : 1;
+	return (a->id > b->id) - (a->id < b->id);
+}

@@ -1,0 +1,256 @@
+/*
+ * store.c - job records in the spool's state directories (LAYOUT.md
+ * §§5-7): loading one, a submission not yet accepted seen as a queued
+ * job, finding a job wherever it is (the higher rev wins), writing a
+ * record with spool_put (new copy first, old one removed second), and
+ * moving a bad submission into rejected/.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "crash.h"
+#include "names.h"
+#include "store.h"
+
+int spool_load(struct spool *sp, enum spool_dir d, const char *name,
+	       struct job *j, struct cb_err *err)
+{
+	char *buf;
+	size_t len;
+	int r;
+
+	if (read_capped(sp->dir[d], name, RECORD_MAX, &buf, &len) < 0) {
+		/* Something that is no record (a stray symlink, directory,
+		 * FIFO, or a huge file) is bad data, named as such. */
+		const char *what = errno == ELOOP ? "is a symbolic link (not followed)" :
+				   errno == EISDIR ? "is a directory" :
+				   errno == EINVAL || errno == ENXIO ? "is not a regular file" :
+				   errno == EFBIG ? "is larger than 16 MiB" : NULL;
+
+		if (what)
+			return cb_err_set(err, EX_DATAERR_, "%s/%s/%s: %s", sp->path,
+					  spool_dir_name[d], name, what);
+		return cb_err_sys(err, errno == ENOENT ? EX_NOINPUT_ : EX_OSERR_, "%s/%s/%s",
+				  sp->path, spool_dir_name[d], name);
+	}
+	r = job_from_json(buf, len, j, NULL);
+	free(buf);
+	if (r < 0)
+		return cb_err_set(err, EX_DATAERR_, "%s/%s/%s: not a valid job record",
+				  sp->path, spool_dir_name[d], name);
+	return 0;
+}
+
+int spool_load_pending(struct spool *sp, enum spool_dir d, const char *name,
+		       long long id, struct job *j, struct cb_err *err)
+{
+	char *buf = NULL;
+	size_t len;
+	long long prio, seq;
+	struct stat st;
+
+	memset(j, 0, sizeof *j);
+	if (read_capped(sp->dir[d], name, JOBFILE_MAX, &buf, &len) < 0) {
+		if (errno == ENOENT)
+			return cb_err_sys(err, EX_NOINPUT_, "%s/%s/%s", sp->path,
+					  spool_dir_name[d], name);
+		buf = NULL;     /* unreadable: the daemon will reject it */
+	}
+	j->id = id;
+	j->state = JS_QUEUED;
+	if (fstatat(sp->dir[d], name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		j->submitted = j->queued_at = (long long)st.st_mtim.tv_sec * 1000 +
+					      st.st_mtim.tv_nsec / 1000000;
+	if (buf) {
+		struct cb_err e = { 0 };
+
+		if (jobdef_parse(buf, len, name, &j->def, &e) < 0)
+			jobdef_free(&j->def);
+		cb_err_free(&e);
+		free(buf);
+	}
+	j->priority = j->def.priority;
+	if (name_parse_queued(name, &prio, &seq) == 0)
+		j->priority = prio;
+	if (!(j->reason = strdup("waiting for the daemon to accept it")))
+		return cb_err_sys(err, EX_OSERR_, "find");
+	return 0;
+}
+
+int spool_find(struct spool *sp, long long id, struct job *j,
+	       enum spool_dir *d, char **name, struct cb_err *err)
+{
+	static const enum spool_dir plain[] = { SD_RUNNING, SD_PAUSED, SD_DONE };
+	char *pn = name_plain(id), **names = NULL;
+	size_t n = 0;
+	int found = 0;
+	struct job cand;
+
+	*name = NULL;
+	if (!pn)
+		return cb_err_sys(err, EX_OSERR_, "find");
+	memset(j, 0, sizeof *j);
+	/* Records: the plain-named directories, then queued/ by suffix. */
+	for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
+		if (faccessat(sp->dir[plain[i]], pn, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (spool_load(sp, plain[i], pn, &cand, err) < 0)
+			goto fail;
+		if (!found || cand.rev > j->rev) {
+			job_free(j);
+			*j = cand;
+			*d = plain[i];
+			free(*name);
+			if (!(*name = strdup(pn)))
+				goto sysfail;
+			found = 1;
+		} else {
+			job_free(&cand);
+		}
+	}
+	if (spool_list(sp, SD_QUEUED, &names, &n) < 0)
+		goto sysfail;
+	for (size_t i = 0; i < n; i++) {
+		long long prio, seq;
+
+		if (name_parse_queued(names[i], &prio, &seq) < 0 || seq != id)
+			continue;
+		if (spool_load(sp, SD_QUEUED, names[i], &cand, err) < 0)
+			goto fail;
+		if (!found || cand.rev > j->rev) {
+			job_free(j);
+			*j = cand;
+			*d = SD_QUEUED;
+			free(*name);
+			if (!(*name = strdup(names[i])))
+				goto sysfail;
+			found = 1;
+		} else {
+			job_free(&cand);
+		}
+	}
+	spool_list_free(names, n);
+	names = NULL;
+	if (found)
+		goto done;
+	/* Not accepted yet: incoming/, or new/ under the submit grammar. */
+	if (faccessat(sp->dir[SD_INCOMING], pn, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (spool_load_pending(sp, SD_INCOMING, pn, id, j, err) == 0) {
+			*d = SD_INCOMING;
+			*name = pn;
+			return 1;
+		}
+		if (err->ex != EX_NOINPUT_)     /* gone meanwhile: look on */
+			goto fail;
+		cb_err_free(err);
+		job_free(j);
+	}
+	if (spool_list(sp, SD_NEW, &names, &n) < 0)
+		goto sysfail;
+	for (size_t i = 0; i < n; i++) {
+		long long prio, seq;
+
+		if (name_classify_new(names[i], &prio, &seq) != 1 || seq != id)
+			continue;
+		if (spool_load_pending(sp, SD_NEW, names[i], id, j, err) < 0) {
+			if (err->ex != EX_NOINPUT_)
+				goto fail;
+			cb_err_free(err);
+			job_free(j);
+			continue;       /* taken by the daemon meanwhile */
+		}
+		*d = SD_NEW;
+		*name = strdup(names[i]);
+		found = 1;
+		break;
+	}
+	spool_list_free(names, n);
+	free(pn);
+	return found && !*name ? cb_err_sys(err, EX_OSERR_, "find") : found;
+done:
+	free(pn);
+	return 1;
+sysfail:
+	cb_err_sys(err, EX_OSERR_, "%s", sp->path);
+fail:
+	spool_list_free(names, n);
+	job_free(j);
+	free(*name);
+	*name = NULL;
+	free(pn);
+	return -1;
+}
+
+int spool_put(struct spool *sp, struct job *j, enum spool_dir from_dir,
+	      const char *from_name, struct cb_err *err)
+{
+	enum spool_dir to = job_state_dir(j->state);
+	char *name, *text;
+	int r = -1;
+#ifdef CB_CRASH_POINTS
+	char trans[64];
+
+	snprintf(trans, sizeof trans, "%s->%s", spool_dir_name[from_dir], spool_dir_name[to]);
+#else
+	const char *trans = NULL;
+#endif
+
+	j->rev++;
+	name = to == SD_QUEUED ? name_queued(j->priority, j->id) : name_plain(j->id);
+	if (!name || !(text = job_to_json(j))) {
+		free(name);
+		return cb_err_sys(err, EX_OSERR_, "job %lld", j->id);
+	}
+	CRASH_POINT("put: before", trans);
+	if (spool_write(sp, to, name, text, err) < 0)
+		goto out;
+	CRASH_POINT("put: written", trans);
+	if (from_name && (from_dir != to || strcmp(from_name, name))) {
+		if (unlinkat(sp->dir[from_dir], from_name, 0) < 0 && errno != ENOENT) {
+			cb_err_sys(err, EX_OSERR_, "%s/%s/%s", sp->path,
+				   spool_dir_name[from_dir], from_name);
+			goto out;
+		}
+		if (fsync_dir(sp->dir[from_dir]) < 0) {
+			cb_err_sys(err, spool_errno_ex(errno), "%s/%s", sp->path, spool_dir_name[from_dir]);
+			goto out;
+		}
+	}
+	r = 0;
+out:
+	free(name);
+	free(text);
+	return r;
+}
+
+int spool_reject(struct spool *sp, enum spool_dir from, const char *name,
+		 const char *orig, long long seq, const char *why, struct cb_err *err)
+{
+	char *pn = name_plain(seq), *rn = xasprintf("%010lld.reason", seq);
+	char *body = xasprintf("original name: %s\nreason: %s\n", orig, why);
+	int r = -1;
+
+	if (!pn || !rn || !body) {
+		cb_err_sys(err, EX_OSERR_, "reject");
+		goto out;
+	}
+	/* Reason first: a crash then leaves the job in place to be retried. */
+	if (atomic_write(sp->dir[SD_TMP], sp->dir[SD_REJECTED], rn, body, strlen(body), sp->fmode) < 0 ||
+	    (CRASH_POINT("reject: reason written", NULL), 0) ||
+	    renameat(sp->dir[from], name, sp->dir[SD_REJECTED], pn) < 0 ||
+	    fsync_dir(sp->dir[SD_REJECTED]) < 0 || fsync_dir(sp->dir[from]) < 0) {
+		cb_err_sys(err, spool_errno_ex(errno), "%s/rejected/%s", sp->path, pn);
+		goto out;
+	}
+	r = 0;
+out:
+	free(pn);
+	free(rn);
+	free(body);
+	return r;
+}

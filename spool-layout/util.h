@@ -1,0 +1,49 @@
+/*
+ * util.h - errors (struct cb_err: a sysexits code and one line), growing
+ * buffers, the text of times and numbers (util.c).  The libc-only part
+ * under it all is base.h.
+ */
+#ifndef CARDBATON_UTIL_H
+#define CARDBATON_UTIL_H
+
+#include <stddef.h>
+
+#include "base.h"
+
+#define CARDBATON_VERSION "0.1.0"
+
+struct cb_err {
+	int ex;                 /* sysexits code for main() */
+	char *msg;              /* malloc'd; NULL when no error was recorded */
+};
+
+/* Record an error (replacing any earlier one).  Always returns -1 so
+ * that callers can write `return cb_err_set(err, ...)`. */
+int cb_err_set(struct cb_err *err, int ex, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Same, with ": strerror(errno)" appended (errno read at entry). */
+int cb_err_sys(struct cb_err *err, int ex, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void cb_err_free(struct cb_err *err);
+
+/* A growing byte buffer, always NUL-terminated when s != NULL. */
+struct sbuf {
+	char *s;
+	size_t len, cap;
+};
+int sbuf_add(struct sbuf *b, const void *p, size_t n);
+int sbuf_addf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sbuf_free(struct sbuf *b);
+
+/* RFC 3339 UTC text of a wall clock time in ms (now_ms, base.h):
+ * "2026-11-29T08:13:54Z", always second precision; malloc'd. */
+char *rfc3339(long long ms);
+
+/* Parse a decimal long long in [lo, hi]; the whole string must be
+ * digits with an optional leading '-'.  0 or -1. */
+int parse_ll(const char *s, long long lo, long long hi, long long *out);
+
+/* "~" or "~/x" against $HOME; other paths copied.  malloc'd or NULL. */
+char *expand_home(const char *path);
+
+#endif

@@ -1,0 +1,113 @@
+/*
+ * launch.h - what the parts of `cardbaton-worker launch` share
+ * (LAYOUT.md section 8, steps 1-7, and the supervisor):
+ *
+ *   spec.c       the spec's checks, and the job's environment
+ *   lease.c      steps 3-5: the cards' UUIDs, their leases, the check
+ *                under them
+ *   supervise.c  the supervisor that stays behind with the job, and
+ *                the job's child
+ *   launch.c     the launch steps in order, with one failure path, and
+ *                the answers (step 7)
+ *
+ * Processes:
+ *
+ *   launcher (ssh's child)      reads the spec, takes the attempt lock
+ *     |                         and the leases, writes "starting", forks:
+ *     +- supervisor             setsid, subreaper, stdio on /dev/null and
+ *          |                    the log; writes "running", tells the
+ *          |                    launcher (which prints the state and
+ *          |                    exits), waits; writes the final state.
+ *          +- job               own process group; execvp(argv) or
+ *                               sh -c SHELL
+ *
+ * The attempt lock and the leases are opened close-on-exec and made
+ * inheritable in the job's child only, after fork: the launcher's and
+ * the supervisor's copies go away with them, the job's with the job's
+ * last process, so the kernel releases them however the attempt ends.
+ */
+#ifndef CARDBATON_WORKER_LAUNCH_H
+#define CARDBATON_WORKER_LAUNCH_H
+
+#include "worker.h"
+
+/* ---- spec.c ----------------------------------------------------------- */
+
+/* The launch spec (LAYOUT.md section 10, "Spec keys"), indexed: every
+ * string points into REC. */
+struct spec {
+	struct wire_rec rec;
+	const char *id;
+	char **argv;            /* NULL-terminated, into rec; NULL for shell */
+	size_t argc;
+	const char *shell;
+	const char *cwd;
+	const char **env;       /* NAME=value, into rec */
+	size_t nenv;
+	long long *gpu;
+	size_t ngpu;
+	const char **uuid;      /* the controller's, into rec; 0 or ngpu */
+	size_t nuuid;
+	long long idle_mib, timeout, grace;
+	int resumable;
+	const char *checkpoint;
+};
+
+/* Check the spec in SP->rec and index it.  0, or -1 with *why
+ * (malloc'd; NULL when out of memory).  spec_free frees the index;
+ * the record stays the caller's. */
+int spec_check(struct spec *sp, char **why);
+void spec_free(struct spec *sp);
+
+/* An environment being built: a NULL-terminated vector. */
+struct envv {
+	char **v;
+	size_t n, cap;
+	char **owned;           /* strings made here, freed with the vector */
+	size_t nowned;
+};
+
+void env_free(struct envv *e);
+
+/* ---- what the launcher hands to the supervisor ------------------------- */
+
+struct launch {
+	struct wk_state *st;
+	struct spec *sp;
+	int adir;               /* attempts/ID */
+	int lockfd;             /* attempts/ID/lock, held */
+	int *lease;             /* leases/UUID, held; sp->ngpu of them */
+	char **uuid;            /* the cards' UUIDs, in spec order */
+	char *adir_path;        /* STATE/attempts/ID */
+	char *log_path;
+	char *cwd;              /* expanded, or NULL */
+	struct envv env;
+};
+
+/* spec.c, step 6: L->env for the job, the worker's environment, then the
+ * spec's, then the contract's variables (AGENTS.md): CUDA_VISIBLE_DEVICES
+ * (the leased cards' UUIDs), the pause and checkpoint paths, the
+ * attempt ID, and the checkpoint only on a resumed attempt.  0, or -1
+ * (out of memory). */
+int job_env(struct launch *l);
+
+/* ---- lease.c ----------------------------------------------------------- */
+
+/* Steps 3-5 for L's cards.  0: every card leased and idle, L->uuid
+ * filled; EX_TEMPFAIL_ with *reason (malloc'd): a card is busy, leased
+ * by another attempt, gone or not the one named; or the exit code of
+ * a failure already said on stderr (EX_UNAVAILABLE_: nvidia-smi,
+ * EX_OSERR_).  What was leased stays in L->lease for the caller. */
+int lease_cards(struct launch *l, char **reason);
+/* Close the leases held (TRUNCATE: the holder's name removed first). */
+void release_leases(struct launch *l, int truncate);
+
+/* ---- supervise.c -------------------------------------------------------- */
+
+/* The supervisor, in the launcher's child once the state file says
+ * "starting": runs the job, writes "running" and tells the launcher
+ * through NOTIFY, waits for it and everything it started, writes the
+ * final state.  Never returns. */
+void supervise(struct launch *l, int notify) __attribute__((noreturn));
+
+#endif

@@ -1,0 +1,146 @@
+/*
+ * lease.c - steps 3-5 of a launch (LAYOUT.md section 8): the cards'
+ * UUIDs, which name their leases, the leases (leases/UUID, flocked and
+ * naming their holder), and the check under them that each card is
+ * still the one named and idle.  Only that check says whether a card
+ * is free: no other attempt can take it meanwhile.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "launch.h"
+
+void release_leases(struct launch *l, int truncate)
+{
+	size_t i;
+
+	for (i = 0; i < l->sp->ngpu; i++) {
+		if (l->lease[i] < 0)
+			continue;
+		if (truncate && ftruncate(l->lease[i], 0) < 0) {
+			/* The content only names a holder while the lock is
+			 * held, so a stale name is harmless. */
+		}
+		close(l->lease[i]);
+		l->lease[i] = -1;
+	}
+}
+
+/* Step 3: every requested card exists, and its UUID (which names its
+ * lease).  0, or 1 with *reason (malloc'd); -1 on out of memory. */
+static int card_uuids(struct launch *l, const struct nv_info *info, char **reason)
+{
+	size_t i;
+
+	*reason = NULL;
+	for (i = 0; i < l->sp->ngpu; i++) {
+		const struct nv_gpu *g = nv_find_index(info, l->sp->gpu[i]);
+
+		if (!g) {
+			*reason = xasprintf("GPU %lld: no such GPU on this node", l->sp->gpu[i]);
+			return *reason ? 1 : -1;
+		}
+		if (!(l->uuid[i] = strdup(g->uuid)))
+			return -1;
+	}
+	return 0;
+}
+
+/* Step 5: every requested card is still the one leased, and idle.  0,
+ * or 1 with *reason (malloc'd); -1 on out of memory. */
+static int check_cards(struct launch *l, const struct nv_info *info, char **reason)
+{
+	size_t i;
+
+	*reason = NULL;
+	for (i = 0; i < l->sp->ngpu; i++) {
+		long long ix = l->sp->gpu[i];
+		const struct nv_gpu *g = nv_find_index(info, ix);
+
+		if (!g)
+			*reason = xasprintf("GPU %lld: no such GPU on this node", ix);
+		else if (l->uuid[i] && strcmp(l->uuid[i], g->uuid) != 0)
+			*reason = xasprintf("GPU %lld: now %s, was %s", ix, g->uuid, l->uuid[i]);
+		else if (g->mem_used < 0)
+			*reason = xasprintf("GPU %lld (%s): memory use not reported", ix, g->uuid);
+		else if (g->mem_used > l->sp->idle_mib)
+			*reason = xasprintf("GPU %lld (%s): %lld MiB in use", ix, g->uuid, g->mem_used);
+		else if (g->procs > 0)
+			*reason = xasprintf("GPU %lld (%s): has %d compute process%s", ix,
+					      g->uuid, g->procs, g->procs == 1 ? "" : "es");
+		else if (!l->uuid[i] && !(l->uuid[i] = strdup(g->uuid)))
+			return -1;
+		else
+			continue;
+		return *reason ? 1 : -1;
+	}
+	return 0;
+}
+
+/* Step 4.  0, 1 with *reason, -1 with errno. */
+static int take_leases(struct launch *l, char **reason)
+{
+	size_t i;
+	size_t idlen = strlen(l->sp->id);
+
+	*reason = NULL;
+	for (i = 0; i < l->sp->ngpu; i++) {
+		int fd = -1, r;
+		char *holder = NULL;
+		size_t hl = 0;
+
+		/* Close-on-exec here; the job's child clears it (see top). */
+		r = lock_at(l->st->leasefd, l->uuid[i], LOCK_EX, 1, &fd);
+		if (r < 0)
+			return -1;
+		if (r == 0) {
+			if (read_capped(l->st->leasefd, l->uuid[i], 4096, &holder, &hl) == 0) {
+				holder[strcspn(holder, "\r\n")] = '\0';
+			}
+			*reason = xasprintf("GPU %lld (%s): leased by %s", l->sp->gpu[i],
+					      l->uuid[i], holder && *holder ? holder : "another attempt");
+			free(holder);
+			return *reason ? 1 : -1;
+		}
+		l->lease[i] = fd;
+		if (ftruncate(fd, 0) < 0 || pwrite(fd, l->sp->id, idlen, 0) != (ssize_t)idlen ||
+		    pwrite(fd, "\n", 1, (off_t)idlen) != 1)
+			return -1;
+	}
+	return 0;
+}
+
+int lease_cards(struct launch *l, char **reason)
+{
+	const struct spec *sp = l->sp;
+	char *err = NULL;
+	int pass, rc;
+
+	*reason = NULL;
+	/* Step 3 asks for no more than the UUIDs: NV_CARDS, one nvidia-smi
+	 * run instead of two, or no process query through NVML.  A spec
+	 * with the cards' UUIDs (the controller's snapshot) skips it: one
+	 * query, under the leases, which also checks that each index still
+	 * has that UUID. */
+	for (pass = sp->nuuid > 0; sp->ngpu > 0 && pass < 2; pass++) {
+		struct nv_info info;
+
+		rc = pass == 1 ? take_leases(l, reason) : 0;
+		if (rc == 0) {
+			if (nv_query(&info, pass == 0 ? NV_CARDS : NV_ALL, &err) < 0) {
+				rc = wk_err(EX_UNAVAILABLE_, "%s", err ? err : "nvidia-smi failed");
+				free(err);
+				return rc;
+			}
+			rc = pass == 0 ? card_uuids(l, &info, reason) : check_cards(l, &info, reason);
+			nv_free(&info);
+		}
+		if (rc < 0)
+			return wk_errsys(EX_OSERR_, "leases");
+		if (rc > 0)
+			return EX_TEMPFAIL_;
+	}
+	return 0;
+}
