@@ -123,6 +123,7 @@ $(B)/tests/unit/test_ckjson.o: worker/json.c worker/json.h
 # A unit test may link an object of its own beside the library: the
 # daemon's planner (spoold/plan.c) is a pure function.
 $(B)/tests/test_plan: $(B)/spoold/plan.o
+$(B)/tests/test_table: $(B)/spoold/table.o
 
 $(B)/tests/%: $(B)/tests/unit/%.o $(LIB)
 	@mkdir -p $(dir $@)
