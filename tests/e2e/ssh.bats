@@ -36,6 +36,13 @@ setup() {
 
 teardown() {
 	teardown_common
+	# A host process a test stopped (kill -STOP): continued and killed,
+	# not left for the rest of the file.
+	for p in ${FROZEN:-}; do
+		kill -CONT "$p" 2>/dev/null || true
+		kill -KILL "$p" 2>/dev/null || true
+	done
+	FROZEN=
 	for i in 1 2 3; do host_heal "$i" 2>/dev/null || true; done
 	# Processes of this test on the hosts: everything that holds a file of
 	# a host's state directory.
@@ -54,6 +61,28 @@ field() { st --json "$1" | json "d[\"jobs\"][0][\"$2\"]"; }
 final() {
 	case "$(state "$1")" in succeeded|failed|cancelled|lost) return 0 ;; esac
 	return 1
+}
+# host_watch_pids N: the PIDs of host N's `cardbaton-worker watch`
+# (the worker shipped into its state directory, run as `watch`; not one
+# left from an earlier test, whose binary is gone).
+host_watch_pids() {
+	local bin p
+	bin=$(host_home "$1")/.local/state/sshgpu-queue/bin/
+	for p in /proc/[0-9]*; do
+		case $(readlink "$p/exe" 2>/dev/null) in *" (deleted)") continue ;; "$bin"*) ;; *) continue ;; esac
+		tr '\0' '\n' < "$p/cmdline" 2>/dev/null | grep -qx watch && echo "${p#/proc/}"
+	done
+	return 0
+}
+# in_poll PID...: every PID sleeps in poll(2) (a watch: past its `ready`).
+in_poll() {
+	[ $# -gt 0 ] || return 1
+	local p
+	for p; do grep -q poll "/proc/$p/wchan" 2>/dev/null || return 1; done
+}
+# last_attempt_state ID: the state of running job ID's last attempt, from its record.
+last_attempt_state() {
+	in_client cat "$T/spool/running/$(printf %010d "$1").job" | json 'd["attempts"][-1]["state"]'
 }
 ssh_daemon() {
 	local before
@@ -332,4 +361,56 @@ ssh_daemon() {
 	[ "$(state "$id")" = succeeded ]
 	[ "$(cut -d' ' -f1,2 "$T/steps")" = "$(seq 1 60 | sed 's/^/step /')" ]
 	[ "$(cut -d' ' -f3 "$T/steps" | sort -u)" = "$host" ]
+}
+
+@test "a host that stops answering in the middle of a launch delays no other host's handoff" {
+	ssh_daemon
+	# host1's event stream, once it waits for requests (its `ready` sent),
+	# is frozen: what the daemon writes to it now gets no answer.
+	wait_for 30 'in_poll $(host_watch_pids 1)'
+	FROZEN=$(host_watch_pids 1)
+	kill -STOP $FROZEN
+	id=$(sub --node host1 -- sh -c 'echo run >> "$0"' "$T/runs")
+	wait_for 30 'grep -q "job $id: attempt .* on host1" "$T/daemon.log"'
+	# Ten jobs on host2's one free card, each submitted once the one
+	# before is over: each waits for the handoff of that card.
+	for i in $(seq 1 10); do
+		j=$(sub --node host2 --gpu-count 1 -- sh -c 'echo "$1" >> "$0"' "$T/host2" "$i")
+		wait_for 60 final "$j"
+		[ "$(state "$j")" = succeeded ]
+	done
+	[ "$(cat "$T/host2")" = "$(seq 1 10)" ]
+	# All of that while host1's launch was still unanswered: its job
+	# launching, the launch's deadline not reached (the daemon that
+	# waited for the answer got to host2 only after that deadline).
+	[ "$(state "$id")" = running ]
+	[ "$(last_attempt_state "$id")" = launching ]
+	not grep 'node host1 unreachable' "$T/daemon.log"
+	not grep 'host1: .*restarting the event stream' "$T/daemon.log"
+	[ ! -e "$T/runs" ]
+	# host1 answers again: its job runs, once.
+	kill -CONT $FROZEN
+	wait_for 60 final "$id"
+	[ "$(state "$id")" = succeeded ]
+	[ "$(wc -l < "$T/runs")" -eq 1 ]
+}
+
+@test "run --once against a fresh SSH node ships the worker and launches" {
+	state_dir=$(host_home 1)/.local/state/sshgpu-queue
+	[ ! -e "$state_dir" ]
+	id=$(sub --node host1 -- sh -c 'echo run >> "$0"' "$T/runs")
+	run in_client cardbaton-spoold --config "$C" --once
+	[ "$status" -eq 0 ]
+	# Shipped by that pass, and the job launched with it.
+	[ "$(ls "$state_dir/bin" | wc -l)" -eq 1 ]
+	[ -x "$state_dir"/bin/cardbaton-worker-* ]
+	[ "$(state "$id")" = running ]
+	aid=$(in_client cat "$T/spool/running/$(printf %010d "$id").job" | json 'd["attempts"][-1]["id"]')
+	wait_for 30 '[ -s "$T/runs" ]'
+	# Its end on the node, then recorded by the next pass.
+	wait_for 30 'grep -qx "state succeeded" "$state_dir/attempts/$aid.state"'
+	run in_client cardbaton-spoold --config "$C" --once
+	[ "$status" -eq 0 ]
+	[ "$(state "$id")" = succeeded ]
+	[ "$(wc -l < "$T/runs")" -eq 1 ]
 }
