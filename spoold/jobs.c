@@ -1,16 +1,17 @@
 /*
- * jobs.c - every transition of a job record, in one place.
+ * jobs.c - the daemon's side of every transition of a job.
  *
- *   new/ --accept--> queued --launch--> running --attempt ends--> done
- *                      ^  |                |
- *                      |  +--cancel--> done +--cards busy at launch--> queued
- *                      +--promote (rename within queued/)
- *
- * Each transition reads the record, changes it in memory, and writes it
- * with spool_put (new copy first, old name removed second: LAYOUT.md
- * §6).  The attempt ID is written into the record before the node is
- * asked to launch it, so a crash anywhere repeats the same launch,
- * which the worker answers idempotently (LAYOUT.md §8).
+ * Accepting (new/ -> incoming/ -> queued/, batched) makes a record;
+ * from then on a record changes in one place, job_step: the event's
+ * row of the table (table.c, AGENTS.md) is applied to the record,
+ * which is loaded once and written once with spool_put (new copy
+ * first, old name removed second: LAYOUT.md §6), and then followed:
+ * the queue and the running table mirror the record's state, and the
+ * node is asked what the new state asks of it (launch, cancel, pause).
+ * The attempt ID is written into the record before the node is asked
+ * to launch it, so a crash anywhere repeats the same launch, which the
+ * worker answers idempotently (LAYOUT.md §8).  Nothing here waits for
+ * a node: its answers come back as events (stream.c, acall.c).
  */
 #include <errno.h>
 #include <fcntl.h>
