@@ -135,12 +135,16 @@ struct rent *r_find_aid(struct daemon *d, const char *aid);
 int r_add(struct daemon *d, long long id, const char *aid, size_t node, int launching);
 void r_remove(struct daemon *d, struct rent *e);
 
-/* jobs.c: every transition of a job's record */
+/* accept.c: submissions into the queue */
 /* Accept the files NAMES[0..N) of new/ (of incoming/: the recovery),
  * all together (ACCEPT_BATCH at most is a good N). */
 #define ACCEPT_BATCH 1024
 int accept_new(struct daemon *d, char *const *names, size_t n);
 int accept_incoming(struct daemon *d, char *const *names, size_t n);
+/* Why a spool file could not be read (read_capped's errno), in words. */
+const char *read_problem(int e);
+
+/* jobs.c: the transitions (job_step applies table.c's rows) */
 int apply_ctl(struct daemon *d, const char *name);
 void cancel_after_attempt(struct daemon *d, long long id, const char *req);
 /* E cannot be placed for a reason worth showing: its record's reason
