@@ -146,7 +146,8 @@ int acall_start_input(struct daemon *d, struct node *n, struct acall *a,
 	}
 	argv_free(b.argv);
 	a->buf.len = a->ebuf.len = a->woff = a->wbuf.len = 0;
-	a->deadline = mono_now() + timeout_ms + (b.ensure ? INSTALL_MS : 0);
+	a->started = mono_now();
+	a->deadline = a->started + timeout_ms + (b.ensure ? INSTALL_MS : 0);
 	if (sbuf_add(&a->wbuf, input, len) < 0)
 		close_in(a);    /* no memory: it sees no input, and says so */
 	acall_write(a);

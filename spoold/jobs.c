@@ -187,17 +187,21 @@ static int node_ev(enum job_event ev)
  * daemon's memory follows the record, and the node is asked what the
  * new state asks of it. */
 static void follow(struct daemon *d, struct job *j, enum job_state from, enum job_event ev,
-		   const struct ev_arg *a)
+		   const struct ev_arg *a, int written)
 {
 	struct qent *qe = q_find(d, j->id);
 	struct rent *re = r_find(d, j->id);
 	const struct attempt *at = job_last_attempt(j);
 
-	if (re && node_ev(ev))
+	if (re && node_ev(ev)) {
 		re->launching = 0;
+		re->heard_at = mono_now();
+	}
 	if (ev == EV_PROMOTE && qe)
 		logmsg("job %lld: priority %lld -> %lld", j->id, qe->prio, j->priority);
-	else if (from != j->state)
+	else if (written && from == j->state)
+		logmsg("job %lld: %s", j->id, j->reason ? j->reason : job_state_name(j->state));
+	else if (written)
 		logmsg("job %lld: %s%s%s", j->id, job_state_name(j->state), j->reason ? ": " : "",
 		       j->reason ? j->reason : "");
 	if (qe && (j->state != JS_QUEUED || ev == EV_PROMOTE)) {
@@ -285,7 +289,7 @@ static int job_step(struct daemon *d, long long id, enum job_event ev, const str
 		r = -1;
 		goto out;
 	}
-	follow(d, &j, from, ev, a);
+	follow(d, &j, from, ev, a, r);
 	r = 1;
 out:
 	free(name);
@@ -462,7 +466,12 @@ void reconcile_done(struct daemon *d, size_t node, int status)
 			break;
 		}
 		off += (size_t)used;
-		if ((aid = wire_get(&w, "attempt")) && (e = r_find_aid(d, aid)))
+		/* An answer asked for before the node last said something
+		 * of the attempt (its launch's reply, an event) is older than
+		 * what the daemon knows: an "unknown" from before the launch
+		 * reached the node would make a running job lost. */
+		if ((aid = wire_get(&w, "attempt")) && (e = r_find_aid(d, aid)) &&
+		    e->heard_at < d->nodes[node].check.started)
 			apply_attempt(d, e, &w);
 		wire_free(&w);
 	}

@@ -219,7 +219,7 @@ int r_add(struct daemon *d, long long id, const char *aid, size_t node, int laun
 	e->node = node;
 	e->launching = launching;
 	e->asked = 0;
-	e->asked_at = 0;
+	e->asked_at = e->heard_at = 0;
 	memset(&e->call, 0, sizeof e->call);
 	memset(&e->pause, 0, sizeof e->pause);
 	e->cancel = NULL;

@@ -159,6 +159,28 @@ static struct plan_in plan_input(const struct daemon *d, struct plan_job *jobs,
 }
 
 /* Launch what the plan placed, in its order. */
+/*
+ * The cards just launched on are leased by the attempt in N's snapshot,
+ * as the node will show them: the snapshot stays usable, and the next
+ * job is placed beside them without a query.  The worker's check under
+ * the leases is the truth: a card that was not free after all answers
+ * busy, and the node gets a fresh query (launch_answered).
+ */
+static void leases_taken(struct node *n, const int *cards, size_t ncards, const struct rent *e)
+{
+	for (size_t c = 0; e && c < ncards; c++) {
+		long s = plan_slot(n->gpus, n->ngpus, cards[c]);
+		char *aid;
+
+		if (s < 0 || !(aid = strdup(e->aid))) {
+			n->fresh = 0;   /* cannot be shown: ask the node */
+			continue;
+		}
+		free(n->gpus[s].lease);
+		n->gpus[s].lease = aid;
+	}
+}
+
 static void launch_all(struct daemon *d, const struct plan_in *in, const struct plan_out *out,
 		       unsigned char *launched)
 {
@@ -177,7 +199,8 @@ static void launch_all(struct daemon *d, const struct plan_in *in, const struct 
 			d->dirty = 1;
 			continue;
 		}
-		launch(d, e, pl->node, pl->cards, pl->ncards);
+		if (launch(d, e, pl->node, pl->cards, pl->ncards) == 0)
+			leases_taken(n, pl->cards, pl->ncards, r_find(d, in->jobs[pl->job].id));
 		launched[pl->node] = 1;
 	}
 }
@@ -212,21 +235,21 @@ int schedule(struct daemon *d)
 	for (size_t w = 0; w < out.nwhy; w++)
 		note_waiting(d, d->q[out.why[w].job], out.why[w].text);
 	launch_all(d, &in, &out, launched);
-	/* What was launched changes what the nodes report: they are asked
-	 * again (by the next pass with jobs to place) before anything more
-	 * is placed there, so a node gone since is found by a query, not by
-	 * a launch that waits for it.  The handoff is the exception. */
+	/* A query in flight was asked before these leases: its answer is
+	 * asked again.  While GPU jobs wait, the cards are read again every
+	 * GPU_POLL_MS (processes outside the queue come and go), counted
+	 * from the first pass that left one waiting. */
 	for (size_t k = 0; k < d->nnodes; k++) {
 		struct node *n = &d->nodes[k];
 
 		n->handoff = 0;
-		if (!launched[k])
-			continue;
-		n->fresh = 0;
-		if (n->query.pid > 0)
-			n->stale_query = 1;     /* asked before these leases */
+		if (launched[k] && n->query.pid > 0)
+			n->stale_query = 1;
 	}
-	d->next_poll = out.waiting ? mono_now() + GPU_POLL_MS : 0;
+	if (!out.waiting)
+		d->next_poll = 0;
+	else if (!d->next_poll)
+		d->next_poll = mono_now() + GPU_POLL_MS;
 	plan_free(&out);
 	r = 0;
 out:

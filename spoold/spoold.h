@@ -33,7 +33,7 @@ struct acall {
 	struct sbuf ebuf;               /* ... on its standard error */
 	struct sbuf wbuf;               /* what it is given */
 	size_t woff;
-	long long deadline;             /* mono ms */
+	long long started, deadline;    /* mono ms */
 };
 
 struct node {
@@ -87,6 +87,7 @@ struct rent {
 	char *aid;                      /* its current attempt */
 	size_t node;                    /* index into d->nodes */
 	int launching;                  /* launch not yet confirmed */
+	long long heard_at;             /* mono ms: the node last said something of it */
 	int asked;                      /* a launch request on the stream, unanswered */
 	long long asked_at;             /* mono ms */
 	struct acall call;              /* the launch, when no stream takes it */

@@ -96,7 +96,7 @@ int cmd_gpus(struct wk_state *st, int argc, char **argv)
 
 static int unknown_rec(struct wire_rec *r, const char *id)
 {
-	return wire_add(r, "attempt", id) < 0 || wire_add(r, "state", "unknown") < 0 ? -1 : 0;
+	return wire_add(r, "attempt", id) < 0 || wire_add(r, "state", wire_state_name(WS_UNKNOWN)) < 0 ? -1 : 0;
 }
 
 int cmd_status(struct wk_state *st, int argc, char **argv)

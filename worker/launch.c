@@ -80,7 +80,7 @@ static int answer_existing(struct wk_state *st, const char *id)
 			break;
 		sleep_ms(20);
 	}
-	if (wire_add(&r, "attempt", id) < 0 || wire_add(&r, "state", "starting") < 0 ||
+	if (wire_add(&r, "attempt", id) < 0 || wire_add(&r, "state", wire_state_name(WS_STARTING)) < 0 ||
 	    wk_print(&r) < 0) {
 		wire_free(&r);
 		return wk_errsys(EX_OSERR_, "stdout");
@@ -94,7 +94,7 @@ static int answer_busy(const char *id, char *reason)
 	struct wire_rec r = { 0 };
 	int rc = EX_TEMPFAIL_;
 
-	if (wire_add(&r, "attempt", id) < 0 || wire_add(&r, "state", "busy") < 0 ||
+	if (wire_add(&r, "attempt", id) < 0 || wire_add(&r, "state", wire_state_name(WS_BUSY)) < 0 ||
 	    wire_add(&r, "reason", reason) < 0 || wk_print(&r) < 0)
 		rc = wk_errsys(EX_OSERR_, "stdout");
 	wire_free(&r);
@@ -118,7 +118,7 @@ static int answer_not_dir(struct wk_state *st, const char *id)
 					       : "is not a directory";
 	int rc = 0;
 
-	if (wire_add(&r, "attempt", id) < 0 || wire_add(&r, "state", "failed") < 0 ||
+	if (wire_add(&r, "attempt", id) < 0 || wire_add(&r, "state", wire_state_name(WS_FAILED)) < 0 ||
 	    wire_addf(&r, "reason", "attempts/%s: %s", id, what) < 0 ||
 	    wk_set_ll(&r, "finished", now_ms()) < 0 || wk_state_write(st, id, &r) < 0)
 		rc = wk_errsys(EX_OSERR_, "attempts/%s.state", id);
@@ -212,7 +212,7 @@ static int start(struct launch *l)
 		rc = wk_errsys(EX_OSERR_, "out of memory");
 		goto undo;
 	}
-	rc = wire_add(&r, "attempt", sp->id) < 0 || wire_add(&r, "state", "starting") < 0;
+	rc = wire_add(&r, "attempt", sp->id) < 0 || wire_add(&r, "state", wire_state_name(WS_STARTING)) < 0;
 	for (i = 0; i < sp->ngpu && !rc; i++)
 		rc = wire_addf(&r, "gpu", "%lld", sp->gpu[i]) < 0 || wire_add(&r, "uuid", l->uuid[i]) < 0;
 	if (rc || wire_add(&r, "log", l->log_path) < 0 || wk_state_write(l->st, sp->id, &r) < 0) {

@@ -62,12 +62,12 @@ static void tell_launcher(struct sup *s)
 }
 
 /* The state record's common part: attempt, state, cards, log. */
-static int base_state(struct sup *s, struct wire_rec *r, const char *state)
+static int base_state(struct sup *s, struct wire_rec *r, enum wire_state state)
 {
 	size_t i;
 	struct launch *l = s->l;
 
-	if (wire_add(r, "attempt", l->sp->id) < 0 || wire_add(r, "state", state) < 0)
+	if (wire_add(r, "attempt", l->sp->id) < 0 || wire_add(r, "state", wire_state_name(state)) < 0)
 		return -1;
 	if (s->pid > 0 && (wk_set_ll(r, "pid", s->pid) < 0 || wk_set_ll(r, "pgid", s->pid) < 0))
 		return -1;
@@ -100,7 +100,7 @@ static void write_pausing(struct sup *s)
 	struct wire_rec rec = { 0 };
 	int timeout = s->pause == PAUSE_TIMEOUT;
 
-	if (base_state(s, &rec, "pausing") < 0 ||
+	if (base_state(s, &rec, WS_PAUSING) < 0 ||
 	    wire_add(&rec, "reason", timeout ? "time limit reached: pause requested"
 						: "pause requested") < 0 ||
 	    (timeout && wire_add(&rec, "timeout", "1") < 0) ||
@@ -252,40 +252,40 @@ static void pause_outcome(struct sup *s)
 static int final_state(struct sup *s, struct wire_rec *r)
 {
 	int st = s->status;
-	const char *state;
+	enum wire_state state;
 	char *reason = NULL;
 	int rc;
 
 	if (s->failure) {
-		state = "failed";
+		state = WS_FAILED;
 		reason = strdup(s->failure);
 	} else if (s->stop == STOP_CANCEL) {
-		state = "cancelled";
+		state = WS_CANCELLED;
 		reason = strdup("cancelled");
 	} else if (s->stop == STOP_SIGNAL) {
-		state = "cancelled";
+		state = WS_CANCELLED;
 		reason = xasprintf("cancelled: the worker got %s", wk_signame(s->stop_sig));
 	} else if (s->stop == STOP_TIMEOUT) {
-		state = "failed";
+		state = WS_FAILED;
 		reason = strdup("timeout");
 	} else if (s->ck_path) {
-		state = "paused";
+		state = WS_PAUSED;
 		reason = strdup(s->pause == PAUSE_TIMEOUT ? "time limit reached: checkpoint saved"
 							  : "checkpoint saved");
 	} else if (s->pause_fail) {
-		state = "failed";
+		state = WS_FAILED;
 		reason = strdup(s->pause_fail);
 	} else if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
-		state = "succeeded";
+		state = WS_SUCCEEDED;
 	} else if (WIFEXITED(st)) {
-		state = "failed";
+		state = WS_FAILED;
 		reason = xasprintf("exit status %d", WEXITSTATUS(st));
 	} else {
-		state = "failed";
+		state = WS_FAILED;
 		reason = signal_reason(WTERMSIG(st), "");
 	}
 	rc = base_state(s, r, state);
-	if (rc == 0 && s->ck_path && strcmp(state, "paused") == 0)
+	if (rc == 0 && s->ck_path && state == WS_PAUSED)
 		rc = wire_set(r, "checkpoint", s->ck_path);
 	if (rc == 0 && !s->failure && s->pid > 0) {
 		if (WIFEXITED(st))
@@ -302,7 +302,7 @@ static int final_state(struct sup *s, struct wire_rec *r)
 	if (rc == 0 && !s->failure &&
 	    (s->stop == STOP_TIMEOUT || (s->stop == STOP_NONE && s->pause == PAUSE_TIMEOUT)))
 		rc = wire_add(r, "timeout", "1");
-	if (rc == 0 && !reason && strcmp(state, "succeeded") != 0) {
+	if (rc == 0 && !reason && state != WS_SUCCEEDED) {
 		errno = ENOMEM;
 		rc = -1;
 	}
@@ -735,7 +735,7 @@ void supervise(struct launch *l, int notify)
 
 	if (!s.failure && s.stop == STOP_NONE) {
 		CRASH_POINT("worker supervise: job started", NULL);
-		if (base_state(&s, &rec, "running") < 0 ||
+		if (base_state(&s, &rec, WS_RUNNING) < 0 ||
 		    wk_state_write(l->st, l->sp->id, &rec) < 0)
 			fprintf(stderr, "%s: writing the running state: %s\n", PROG, strerror(errno));
 		wire_free(&rec);

@@ -235,9 +235,9 @@ int wk_state_write(const struct wk_state *st, const char *id, const struct wire_
 
 int wk_state_final(const char *s)
 {
-	return s && (strcmp(s, "succeeded") == 0 || strcmp(s, "failed") == 0 ||
-		     strcmp(s, "cancelled") == 0 || strcmp(s, "lost") == 0 ||
-		     strcmp(s, "paused") == 0);
+	enum wire_state ws;
+
+	return wire_state_parse(s, &ws) == 0 && wire_state_final(ws);
 }
 
 int wk_attempt_status(const struct wk_state *st, const char *id,
@@ -275,16 +275,16 @@ int wk_attempt_status(const struct wk_state *st, const char *id,
 		if (!*alive)
 			return 0;
 		/* Being launched: the launcher holds the lock (step 2-6). */
-		if (wire_add(r, "attempt", id) < 0 || wire_add(r, "state", "starting") < 0)
+		if (wire_add(r, "attempt", id) < 0 || wire_add(r, "state", wire_state_name(WS_STARTING)) < 0)
 			return -1;
 		return 1;
 	}
 	if (!*alive) {
-		const char *s = wire_get(r, "state");
+		enum wire_state ws;
 
-		if (s && (strcmp(s, "starting") == 0 || strcmp(s, "running") == 0 ||
-			  strcmp(s, "pausing") == 0)) {
-			if (wire_set(r, "state", "lost") < 0 ||
+		if (wire_state_parse(wire_get(r, "state"), &ws) == 0 &&
+		    (ws == WS_STARTING || ws == WS_RUNNING || ws == WS_PAUSING)) {
+			if (wire_set(r, "state", wire_state_name(WS_LOST)) < 0 ||
 			    wire_set(r, "reason", "worker vanished without a final status") < 0 ||
 			    wk_set_ll(r, "finished", now_ms()) < 0 ||
 			    wk_state_write(st, id, r) < 0) {

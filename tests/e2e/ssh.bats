@@ -414,3 +414,42 @@ ssh_daemon() {
 	[ "$(state "$id")" = succeeded ]
 	[ "$(wc -l < "$T/runs")" -eq 1 ]
 }
+
+@test "a status answer asked before a launch reached the node does not make the running job lost" {
+	# ssh, with the answers of `status` held back 3 s after they were
+	# made (on the node, before the launch below got there).
+	cat > "$T/ssh" <<-EOF
+	#!/bin/sh
+	for a; do last=\$a; done
+	case "\$last" in
+	*" 'status' "*)
+		out=\$(mktemp); ssh "\$@" > "\$out"; rc=\$?
+		echo asked >> "$T/asked"; sleep 3; cat "\$out"; rm -f "\$out"
+		echo answered >> "$T/answered"; exit \$rc ;;
+	esac
+	exec ssh "\$@"
+	EOF
+	chmod +x "$T/ssh"
+	sed -i "s|^ssh_command: \[ssh,|ssh_command: [$T/ssh,|" "$C"
+	ssh_daemon
+	wait_for 30 'in_poll $(host_watch_pids 1)'
+	FROZEN=$(host_watch_pids 1)
+	kill -STOP $FROZEN
+	id=$(sub --node host1 -- sh -c 'echo run >> "$0"; sleep 4' "$T/runs")
+	wait_for 30 'grep -q "job $id: attempt .* on host1" "$T/daemon.log"'
+	# A reconcile now: the node has no record of the attempt yet.
+	kill -HUP "$DAEMON_PID"
+	wait_for 10 '[ -s "$T/asked" ]'
+	# The launch reaches the node and the job runs, before that answer
+	# ("unknown") comes back.
+	kill -CONT $FROZEN
+	FROZEN=
+	wait_for 10 '[ -s "$T/runs" ]'
+	wait_for 20 '[ "$(last_attempt_state "$id")" = running ]'
+	wait_for 10 '[ -s "$T/answered" ]'
+	sleep 0.5   # read and applied by the daemon
+	[ "$(state "$id")" = running ]
+	wait_for 30 final "$id"
+	[ "$(state "$id")" = succeeded ]
+	not grep -q "job $id: lost" "$T/daemon.log"
+}
