@@ -273,6 +273,17 @@ static int edit_promote(struct job *j, const struct ev_arg *e, long long now)
 
 #define ROW(ev, state, fn) [ev] = { state, fn, 1 }
 
+/* What the node says of an attempt, alike for a job running or pausing. */
+#define NODE_SAYS \
+	ROW(EV_STARTED, JS_RUNNING, edit_started), \
+	ROW(EV_PAUSING, JS_PAUSING, edit_pausing), \
+	ROW(EV_PAUSED, JS_PAUSED, edit_paused), \
+	ROW(EV_PAUSED_AT_LIMIT, JS_QUEUED, edit_paused_at_limit), \
+	ROW(EV_SUCCEEDED, JS_SUCCEEDED, edit_succeeded), \
+	ROW(EV_FAILED, JS_FAILED, edit_failed), \
+	ROW(EV_CANCELLED, JS_CANCELLED, edit_cancelled), \
+	ROW(EV_LOST, JS_LOST, edit_lost)
+
 static const struct transition rows[JS_N][EV_N] = {
 	[JS_QUEUED] = {
 		ROW(EV_PLACE, JS_RUNNING, edit_place),
@@ -283,28 +294,14 @@ static const struct transition rows[JS_N][EV_N] = {
 	[JS_RUNNING] = {
 		ROW(EV_BUSY, JS_QUEUED, edit_busy),
 		ROW(EV_REFUSED, JS_FAILED, edit_refused),
-		ROW(EV_STARTED, JS_RUNNING, edit_started),
 		ROW(EV_PAUSE_ASKED, JS_PAUSING, edit_pause_asked),
-		ROW(EV_PAUSING, JS_PAUSING, edit_pausing),
-		ROW(EV_PAUSED, JS_PAUSED, edit_paused),
-		ROW(EV_PAUSED_AT_LIMIT, JS_QUEUED, edit_paused_at_limit),
-		ROW(EV_SUCCEEDED, JS_SUCCEEDED, edit_succeeded),
-		ROW(EV_FAILED, JS_FAILED, edit_failed),
-		ROW(EV_CANCELLED, JS_CANCELLED, edit_cancelled),
-		ROW(EV_LOST, JS_LOST, edit_lost),
 		ROW(EV_CANCEL, JS_RUNNING, NULL),
 		ROW(EV_PAUSE, JS_RUNNING, NULL),
+		NODE_SAYS,
 	},
 	[JS_PAUSING] = {
-		ROW(EV_STARTED, JS_RUNNING, edit_started),
-		ROW(EV_PAUSING, JS_PAUSING, edit_pausing),
-		ROW(EV_PAUSED, JS_PAUSED, edit_paused),
-		ROW(EV_PAUSED_AT_LIMIT, JS_QUEUED, edit_paused_at_limit),
-		ROW(EV_SUCCEEDED, JS_SUCCEEDED, edit_succeeded),
-		ROW(EV_FAILED, JS_FAILED, edit_failed),
-		ROW(EV_CANCELLED, JS_CANCELLED, edit_cancelled),
-		ROW(EV_LOST, JS_LOST, edit_lost),
 		ROW(EV_CANCEL, JS_PAUSING, NULL),
+		NODE_SAYS,
 	},
 	[JS_PAUSED] = {
 		ROW(EV_CANCEL, JS_CANCELLED, edit_cancel_idle),

@@ -84,6 +84,18 @@ in_poll() {
 last_attempt_state() {
 	in_client cat "$T/spool/running/$(printf %010d "$1").job" | json 'd["attempts"][-1]["state"]'
 }
+# frozen_launch SCRIPT: host1's event stream, once it waits for requests
+# (its `ready` sent), is frozen (FROZEN: its PIDs; teardown continues
+# them), then a job pinned there running `sh -c SCRIPT $T/runs` ($id)
+# is placed: its launch request gets no answer.
+frozen_launch() {
+	wait_for 30 'in_poll $(host_watch_pids 1)'
+	FROZEN=$(host_watch_pids 1)
+	kill -STOP $FROZEN
+	id=$(sub --node host1 -- sh -c "$1" "$T/runs")
+	wait_for 30 'grep -q "job $id: attempt .* on host1" "$T/daemon.log"'
+}
+
 ssh_daemon() {
 	local before
 	before=$(grep -c serving "$T/daemon.log" 2>/dev/null || true)
@@ -365,13 +377,8 @@ ssh_daemon() {
 
 @test "a host that stops answering in the middle of a launch delays no other host's handoff" {
 	ssh_daemon
-	# host1's event stream, once it waits for requests (its `ready` sent),
-	# is frozen: what the daemon writes to it now gets no answer.
-	wait_for 30 'in_poll $(host_watch_pids 1)'
-	FROZEN=$(host_watch_pids 1)
-	kill -STOP $FROZEN
-	id=$(sub --node host1 -- sh -c 'echo run >> "$0"' "$T/runs")
-	wait_for 30 'grep -q "job $id: attempt .* on host1" "$T/daemon.log"'
+	# host1's stream frozen: what the daemon writes to it gets no answer.
+	frozen_launch 'echo run >> "$0"'
 	# Ten jobs on host2's one free card, each submitted once the one
 	# before is over: each waits for the handoff of that card.
 	for i in $(seq 1 10); do
@@ -432,11 +439,7 @@ ssh_daemon() {
 	chmod +x "$T/ssh"
 	sed -i "s|^ssh_command: \[ssh,|ssh_command: [$T/ssh,|" "$C"
 	ssh_daemon
-	wait_for 30 'in_poll $(host_watch_pids 1)'
-	FROZEN=$(host_watch_pids 1)
-	kill -STOP $FROZEN
-	id=$(sub --node host1 -- sh -c 'echo run >> "$0"; sleep 4' "$T/runs")
-	wait_for 30 'grep -q "job $id: attempt .* on host1" "$T/daemon.log"'
+	frozen_launch 'echo run >> "$0"; sleep 4'
 	# A reconcile now: the node has no record of the attempt yet.
 	kill -HUP "$DAEMON_PID"
 	wait_for 10 '[ -s "$T/asked" ]'
