@@ -321,6 +321,10 @@ static int send_launch(struct daemon *d, struct rent *e)
 
 	if (e->asked || e->call.pid > 0)
 		return 0;       /* asked already: its answer will come */
+	/* A stream on its way: its `ready` brings a reconcile, whose
+	 * "unknown" sends this launch again, on the stream. */
+	if (n->watch_pid > 0 && !n->watch_ready)
+		return 0;
 	if (load_running(d, e->id, &j, &name) < 0)
 		return -1;
 	if (spec_add_job(&spec, &j, job_last_attempt(&j), n) < 0 ||

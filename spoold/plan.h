@@ -57,7 +57,8 @@ struct plan_node {
 	size_t ngpus;
 	int reachable;
 	int known;              /* a snapshot has been read: GPUS is one */
-	int fresh;              /* read since the last launch there */
+	int fresh;              /* trusted (sched.c is_fresh): a query answered
+				   less than GPU_POLL_MS ago, nothing doubtful since */
 	int handoff;            /* an attempt there has just ended: its cards
 				   are marked free in GPUS (sched.c cards_freed) */
 };

@@ -13,6 +13,15 @@
 #include "plan.h"
 #include "spoold.h"
 
+/* May N's snapshot be trusted without asking the node?  When it has
+ * answered a query less than GPU_POLL_MS ago and nothing since made the
+ * picture doubtful: a node that went away is found by a query, not by a
+ * launch sent into the void. */
+int is_fresh(const struct node *n)
+{
+	return n->fresh && mono_now() - n->fresh_at < GPU_POLL_MS;
+}
+
 /*
  * GPU snapshots are asked for without waiting (acall.c): query_start
  * asks, the main loop hands the answer to query_done, and the pass
@@ -22,7 +31,7 @@ void query_start(struct daemon *d, struct node *n)
 {
 	static const char *const args[] = { "gpus", NULL };
 
-	if (n->fresh || n->query.pid > 0)
+	if (is_fresh(n) || n->query.pid > 0)
 		return;
 	if (!n->reachable && n->retry_at && mono_now() < n->retry_at)
 		return;
@@ -132,6 +141,7 @@ void query_done(struct daemon *d, struct node *n, int status)
 		leases_ended(n, n->ended[e]);
 	ended_clear(n);
 	n->fresh = 1;
+	n->fresh_at = mono_now();
 	d->dirty = 1;
 }
 
@@ -152,7 +162,7 @@ static struct plan_in plan_input(const struct daemon *d, struct plan_job *jobs,
 
 		nodes[k] = (struct plan_node){ .conf = n->conf, .gpus = n->gpus, .ngpus = n->ngpus,
 					       .reachable = n->reachable, .known = n->known,
-					       .fresh = n->fresh, .handoff = n->handoff };
+					       .fresh = is_fresh(n), .handoff = n->handoff };
 	}
 	return (struct plan_in){ .jobs = jobs, .njobs = d->nq, .nodes = nodes, .nnodes = d->nnodes,
 				 .reserve_after_seconds = d->cfg.reserve_after_seconds };
@@ -161,10 +171,10 @@ static struct plan_in plan_input(const struct daemon *d, struct plan_job *jobs,
 /* Launch what the plan placed, in its order. */
 /*
  * The cards just launched on are leased by the attempt in N's snapshot,
- * as the node will show them: the snapshot stays usable, and the next
- * job is placed beside them without a query.  The worker's check under
- * the leases is the truth: a card that was not free after all answers
- * busy, and the node gets a fresh query (launch_answered).
+ * as the node will show them: a handoff pass before the next query
+ * (another attempt there ends) places nothing on them.  The worker's
+ * check under the leases is the truth: a card that was not free after
+ * all answers busy, and the node gets a fresh query (launch_answered).
  */
 static void leases_taken(struct node *n, const int *cards, size_t ncards, const struct rent *e)
 {
@@ -195,7 +205,7 @@ static void launch_all(struct daemon *d, const struct plan_in *in, const struct 
 		 * not as the snapshot showed (neither fresh nor handed off
 		 * now): the next pass, right away, places this job on what
 		 * the nodes say then. */
-		if (!n->reachable || (pl->ncards && !n->fresh && !n->handoff)) {
+		if (!n->reachable || (pl->ncards && !is_fresh(n) && !n->handoff)) {
 			d->dirty = 1;
 			continue;
 		}
@@ -235,15 +245,22 @@ int schedule(struct daemon *d)
 	for (size_t w = 0; w < out.nwhy; w++)
 		note_waiting(d, d->q[out.why[w].job], out.why[w].text);
 	launch_all(d, &in, &out, launched);
-	/* A query in flight was asked before these leases: its answer is
-	 * asked again.  While GPU jobs wait, the cards are read again every
-	 * GPU_POLL_MS (processes outside the queue come and go), counted
-	 * from the first pass that left one waiting. */
+	/* What was launched changes what the nodes report: they are asked
+	 * again (by the next pass with jobs to place) before anything more
+	 * is placed there, so a node gone since is found by a query, and a
+	 * job placed there waits for it queued, not launching.  The handoff
+	 * is the exception.  A query in flight was asked before these
+	 * leases: it is asked again.  While GPU jobs wait, the cards are
+	 * read again every GPU_POLL_MS (processes outside the queue come
+	 * and go), counted from the first pass that left one waiting. */
 	for (size_t k = 0; k < d->nnodes; k++) {
 		struct node *n = &d->nodes[k];
 
 		n->handoff = 0;
-		if (launched[k] && n->query.pid > 0)
+		if (!launched[k])
+			continue;
+		n->fresh = 0;
+		if (n->query.pid > 0)
 			n->stale_query = 1;
 	}
 	if (!out.waiting)

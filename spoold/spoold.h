@@ -40,7 +40,8 @@ struct node {
 	const struct node_conf *conf;
 	struct gpu_info *gpus;          /* last snapshot */
 	size_t ngpus;
-	int fresh;                      /* snapshot still valid */
+	int fresh;                      /* snapshot still valid (is_fresh) */
+	long long fresh_at;             /* mono ms of the query that made it */
 	int handoff;                    /* an attempt just ended: usable this pass */
 	int stale_query;                /* its answer is old: ask again */
 	char **ended;                   /* attempts that ended while it was asked */
@@ -167,6 +168,7 @@ void write_ok(struct daemon *d);
 int schedule(struct daemon *d);
 void query_start(struct daemon *d, struct node *n);
 void query_done(struct daemon *d, struct node *n, int status);
+int is_fresh(const struct node *n);
 void cards_freed(struct daemon *d, struct node *n, const char *aid);
 /* The UUID of card INDEX in N's snapshot, or NULL. */
 const char *card_uuid(const struct node *n, int index);
