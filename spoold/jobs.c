@@ -321,9 +321,11 @@ static int send_launch(struct daemon *d, struct rent *e)
 
 	if (e->asked || e->call.pid > 0)
 		return 0;       /* asked already: its answer will come */
-	/* A stream on its way: its `ready` brings a reconcile, whose
-	 * "unknown" sends this launch again, on the stream. */
-	if (n->watch_pid > 0 && !n->watch_ready)
+	/* A stream on its way (for STREAM_WAIT_MS at most): its `ready`
+	 * brings a reconcile, whose "unknown" sends this launch again, on
+	 * the stream; a stream slower than that, the reconcile after it
+	 * finds, and the worker is run instead. */
+	if (n->watch_pid > 0 && !n->watch_ready && mono_now() - n->watch_started < STREAM_WAIT_MS)
 		return 0;
 	if (load_running(d, e->id, &j, &name) < 0)
 		return -1;

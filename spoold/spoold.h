@@ -23,6 +23,7 @@
 #define STREAM_CONNECT_MS (INSTALL_MS + NODE_QUERY_MS)  /* install + start */
 #define STREAM_BACKOFF_MIN_MS 1000
 #define STREAM_STABLE_MS 10000  /* ready this long: its back-off starts over */
+#define STREAM_WAIT_MS RECONCILE_MS     /* a launch waits this long for a stream's `ready` */
 
 struct acall {
 	pid_t pid;                      /* 0: none in flight */
@@ -65,6 +66,7 @@ struct node {
 	int watch_launch;               /* ... saying it takes launch requests */
 	int watch_failed;               /* an `error` came before `ready` */
 	long long watch_since;          /* mono ms of `ready` */
+	long long watch_started;        /* mono ms */
 	long long watch_deadline;       /* for `ready` */
 	long long watch_retry_at;       /* down: start again then (0: not) */
 	long long watch_backoff;

@@ -90,7 +90,8 @@ void stream_start(struct daemon *d, struct node *n)
 	n->watch_pid = pid;
 	n->watch_buf.len = n->watch_wq.len = n->watch_woff = 0;
 	n->watch_ready = n->watch_launch = n->watch_failed = 0;
-	n->watch_deadline = mono_now() + STREAM_CONNECT_MS;
+	n->watch_started = mono_now();
+	n->watch_deadline = n->watch_started + STREAM_CONNECT_MS;
 }
 
 /* Stop N's stream; it is started again after its back-off (FAILED) or

@@ -414,7 +414,7 @@ after_a_poll() {
 	#!/bin/sh
 	echo "\$(date +%s%N) \$3" >> "$T/calls"
 	if [ "\$3" = watch ]; then
-		"$CB_BUILD/cardbaton-worker" "\$@" | grep -v '^requests '
+		"$CB_BUILD/cardbaton-worker" "\$@" | grep --line-buffered -v '^requests '
 		exit
 	fi
 	exec "$CB_BUILD/cardbaton-worker" "\$@"
