@@ -239,9 +239,10 @@ static void follow(struct daemon *d, struct job *j, enum job_state from, enum jo
 			logmsg("job %lld: pause: not resumable (no resume_command)", j->id);
 		else if (re && re->pause.pid > 0)
 			logmsg("job %lld: pause: asked already", j->id);
-		else if (re)
-			acall_start(d, &d->nodes[re->node], &re->pause,
-				    (const char *const[]){ "pause", re->aid, NULL }, NODE_QUERY_MS);
+		else if (re && acall_start(d, &d->nodes[re->node], &re->pause,
+					   (const char *const[]){ "pause", re->aid, NULL },
+					   NODE_QUERY_MS) == 0)
+			CRASH_POINT("pause: node asked", NULL);
 		break;
 	default:
 		break;
@@ -590,7 +591,6 @@ void pause_answered(struct daemon *d, struct rent *e, int status)
 		       (int)strcspn(err->s ? err->s : "", "\n"), err->s ? err->s : "");
 		return;
 	}
-	CRASH_POINT("pause: node asked", NULL);
 	job_step(d, e->id, EV_PAUSE_ASKED, &(struct ev_arg){ .aid = e->aid });
 }
 

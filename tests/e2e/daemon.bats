@@ -522,6 +522,11 @@ dead_node() {
 }
 
 @test "SIGTERM in the daemon's first instant is a clean stop (exit 0), not a death by signal" {
+	# A sanitizer runtime starts before main() (and a signal then is
+	# its, not ours): the plain build's pass checks this.
+	if ldd "$CB_BUILD/cardbaton-spoold" 2>/dev/null | grep -q libasan; then
+		skip "ASan's runtime runs before main()"
+	fi
 	for i in 1 2 3 4 5 6 7 8 9 10; do
 		rm -rf "$T/spool"
 		cardbaton-spoold --config "$C" 2>>"$T/early.log" &
