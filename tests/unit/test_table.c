@@ -160,6 +160,7 @@ static void unchanged(void)
 	CHECK(transition_apply(transition(JS_RUNNING, EV_STARTED), &j, &a, NOW) == 0);
 	CHECK(j.state == JS_RUNNING);
 	job_free(&j);
+	wire_free(&w);
 	job_in(&j, JS_QUEUED);
 	a = arg_for(EV_PROMOTE, &w);
 	a.prio = 3;
