@@ -104,21 +104,31 @@ out:
 	return pid;
 }
 
-/* What a call's child runs: the worker through NODE's argv ARGV,
- * first making sure it is installed there (ENSURE: the node's worker
- * has not been seen running yet -- `run --once`, or a call before the
- * node's stream was ready).  A failure to install is an `error` record
- * on its standard output, as the stream's connecting child says it. */
-struct call_body {
+/* One error record on standard output: a child's last word when it
+ * could not install the worker or start it (query_done and the stream
+ * read it there). */
+static void say_error(const char *msg)
+{
+	struct wire_rec w = { 0 };
+	char *text = NULL;
+	long len;
+
+	if (wire_add(&w, "error", msg) == 0 && (len = wire_format(&w, &text)) > 0)
+		write_full(1, text, (size_t)len);
+}
+
+/* What a worker's child runs: ARGV (the node's argv for the worker),
+ * first making sure the worker is installed there when ENSURE. */
+struct worker_body {
 	const struct config *cfg;
 	const struct node_conf *nc;
 	char **argv;
 	int ensure;
 };
 
-static void call_child(void *arg)
+static void worker_child(void *arg)
 {
-	const struct call_body *b = arg;
+	const struct worker_body *b = arg;
 	struct cb_err err = { 0 };
 
 	if (b->ensure && node_ensure_worker(b->cfg, b->nc, &err) < 0) {
@@ -126,28 +136,39 @@ static void call_child(void *arg)
 		_exit(EX_UNAVAILABLE_);
 	}
 	execvp(b->argv[0], b->argv);
-	dprintf(2, "%s: %s\n", b->argv[0], strerror(errno));
+	say_error(strerror(errno));
 	_exit(127);
+}
+
+pid_t worker_start(struct daemon *d, struct node *n, const char *const *args, int ensure,
+		   int *in, int *out, int *errfd)
+{
+	struct worker_body b = { &d->cfg, n->conf, node_argv(&d->cfg, n->conf, args), ensure };
+	pid_t pid = b.argv ? child_start(in, out, errfd, worker_child, &b) : -1;
+	int saved = errno;
+
+	argv_free(b.argv);
+	errno = saved;
+	return pid;
 }
 
 int acall_start_input(struct daemon *d, struct node *n, struct acall *a,
 		      const char *const *args, const char *input, size_t len, int timeout_ms)
 {
-	struct call_body b = { &d->cfg, n->conf, NULL, !n->worker_seen };
+	/* Where the worker has not been seen running yet (`run --once`, a
+	 * call before the node's stream was ready), it is installed first. */
+	int ensure = !n->worker_seen;
 
 	if (a->pid > 0)
 		return 0;
-	if (!(b.argv = node_argv(&d->cfg, n->conf, args)) ||
-	    (a->pid = child_start(&a->in, &a->fd, &a->efd, call_child, &b)) < 0) {
+	if ((a->pid = worker_start(d, n, args, ensure, &a->in, &a->fd, &a->efd)) < 0) {
 		a->pid = 0;
-		argv_free(b.argv);
 		node_failed(d, (size_t)(n - d->nodes), strerror(errno));
 		return -1;
 	}
-	argv_free(b.argv);
 	a->buf.len = a->ebuf.len = a->woff = a->wbuf.len = 0;
 	a->started = mono_now();
-	a->deadline = a->started + timeout_ms + (b.ensure ? INSTALL_MS : 0);
+	a->deadline = a->started + timeout_ms + (ensure ? INSTALL_MS : 0);
 	if (sbuf_add(&a->wbuf, input, len) < 0)
 		close_in(a);    /* no memory: it sees no input, and says so */
 	acall_write(a);

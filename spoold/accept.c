@@ -16,14 +16,6 @@
 
 #include "spoold.h"
 
-static void set_str(char **dst, const char *src)
-{
-	char *s = src ? strdup(src) : NULL;
-
-	free(*dst);
-	*dst = s;
-}
-
 /* Is there a file for job ID in one of DIRS (plain names)? */
 static int plain_exists(struct daemon *d, long long id, const enum spool_dir *dirs, size_t n)
 {
@@ -291,7 +283,7 @@ static int prepare(struct daemon *d, struct sub *s)
 	s->j.state = JS_QUEUED;
 	s->j.priority = s->j.def.priority;
 	s->j.submitted = s->j.queued_at = now_ms();
-	set_str(&s->j.reason, "waiting to be scheduled");
+	s->j.reason = strdup("waiting to be scheduled");
 	return s->j.reason ? 1 : 0;
 }
 

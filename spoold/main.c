@@ -769,20 +769,21 @@ int main(int argc, char **argv)
 		stream_start(&d, &d.nodes[k]);
 	d.dirty = 1;
 	while (!quit) {
-		int n;
+		int n, timeout;
 
-		timers(&d);
 		/* Nothing is launched while the spool cannot record it; the
-		 * pass is made when the stall ends. */
+		 * pass is made when the stall ends.  What the timers find due
+		 * makes a pass due at once (a timeout of 0). */
 		if (d.dirty && !d.stalled)
 			schedule(&d);
+		timeout = timers(&d);
 		ps.n = 0;
 		if (pollset_add(&ps, ino, PW_INOTIFY) < 0 || pollset_add(&ps, sigfd, PW_SIGNAL) < 0) {
 			logmsg("%s", strerror(errno));
 			break;
 		}
 		links_pollfds(&d, &ps);
-		n = poll(ps.p, ps.n, index_tick(&iw, &d.sp, timers(&d)));
+		n = poll(ps.p, ps.n, index_tick(&iw, &d.sp, timeout));
 		if (n < 0 && errno != EINTR) {
 			logmsg("poll: %s", strerror(errno));
 			break;

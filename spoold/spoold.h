@@ -177,7 +177,6 @@ const char *card_uuid(const struct node *n, int index);
 
 /* stream.c: the node's event stream (the design is at its top) */
 void stream_start(struct daemon *d, struct node *n);
-void say_error(const char *msg);
 void stream_stop(struct daemon *d, struct node *n);
 /* Send `request OP` + the record REC; -1 when N's stream cannot take
  * it now (then run the worker instead). */
@@ -212,6 +211,10 @@ void links_events(struct daemon *d, const struct pollset *ps, size_t from);
 void links_timers(struct daemon *d, long long now, long long *next);
 #define ACALL_ERR_MAX 65536
 pid_t child_start(int *in, int *out, int *errfd, void (*body)(void *), void *arg);
+/* The worker with ARGS on N in such a child, installed there first when
+ * ENSURE (a failure then is one `error` record on its output). */
+pid_t worker_start(struct daemon *d, struct node *n, const char *const *args, int ensure,
+		   int *in, int *out, int *errfd);
 int acall_start(struct daemon *d, struct node *n, struct acall *a,
 		const char *const *args, int timeout_ms);
 /* The same, given INPUT[0..LEN) on its standard input. */

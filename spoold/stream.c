@@ -38,48 +38,10 @@
 
 #include "spoold.h"
 
-struct connect {
-	const struct config *cfg;
-	const struct node_conf *nc;
-};
-
-/* One error record on standard output: a child's last word when it
- * could not install the worker or start it. */
-void say_error(const char *msg)
-{
-	struct wire_rec w = { 0 };
-	char *text = NULL;
-	long len;
-
-	if (wire_add(&w, "error", msg) == 0 && (len = wire_format(&w, &text)) > 0)
-		write_full(1, text, (size_t)len);
-}
-
-/* The connecting child (child_start): install, then become the stream. */
-static void connect_body(void *arg)
-{
-	static const char *const args[] = { "watch", NULL };
-	const struct connect *c = arg;
-	struct cb_err err = { 0 };
-	char **argv;
-
-	if (node_ensure_worker(c->cfg, c->nc, &err) < 0) {
-		say_error(err.msg ? err.msg : "cannot install the worker");
-		_exit(EX_UNAVAILABLE_);
-	}
-	if (!(argv = node_argv(c->cfg, c->nc, args))) {
-		say_error(strerror(errno));
-		_exit(EX_OSERR_);
-	}
-	execvp(argv[0], argv);
-	say_error(strerror(errno));
-	_exit(EX_UNAVAILABLE_);
-}
-
 void stream_start(struct daemon *d, struct node *n)
 {
-	struct connect c = { &d->cfg, n->conf };
-	pid_t pid = child_start(&n->watch_in, &n->watch_out, NULL, connect_body, &c);
+	static const char *const args[] = { "watch", NULL };
+	pid_t pid = worker_start(d, n, args, 1, &n->watch_in, &n->watch_out, NULL);
 
 	n->watch_retry_at = 0;
 	if (pid < 0) {
