@@ -181,26 +181,27 @@ static int ended(struct job *j, enum att_state as, const struct ev_arg *e, long 
 	return 0;
 }
 
-static int edit_paused(struct job *j, const struct ev_arg *e, long long now)
+/* The attempt saved a checkpoint on its node: the job resumes from it
+ * there; WHY_FMT, with the node's name, says what comes next. */
+static int checkpointed(struct job *j, const struct ev_arg *e, long long now,
+			const char *why_fmt)
 {
 	struct attempt *a = job_last_attempt(j);
 
 	if (ended(j, AS_PAUSED, e, now, 0) < 0 || set_str(&j->checkpoint, a->checkpoint) < 0 ||
 	    set_str(&j->checkpoint_node, a->node) < 0)
 		return -1;
-	return set_reason(j, xasprintf("checkpoint saved on %s; cardbaton resume continues it",
-				       a->node));
+	return set_reason(j, xasprintf(why_fmt, a->node));
+}
+
+static int edit_paused(struct job *j, const struct ev_arg *e, long long now)
+{
+	return checkpointed(j, e, now, "checkpoint saved on %s; cardbaton resume continues it");
 }
 
 static int edit_paused_at_limit(struct job *j, const struct ev_arg *e, long long now)
 {
-	struct attempt *a = job_last_attempt(j);
-
-	if (ended(j, AS_PAUSED, e, now, 0) < 0 || set_str(&j->checkpoint, a->checkpoint) < 0 ||
-	    set_str(&j->checkpoint_node, a->node) < 0)
-		return -1;
-	return set_reason(j, xasprintf("time limit reached, checkpoint saved; resumes on %s",
-				       a->node));
+	return checkpointed(j, e, now, "time limit reached, checkpoint saved; resumes on %s");
 }
 
 static int edit_final(struct job *j, const struct ev_arg *e, long long now, enum att_state as,
