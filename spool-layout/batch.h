@@ -35,7 +35,7 @@ int wbatch_add(struct wbatch *b, int tmpfd, int dstfd, const char *name,
 int wbatch_commit(struct wbatch *b, int syncfd);
 /* Remove what is still staged; B is empty and reusable. */
 void wbatch_free(struct wbatch *b);
-/* spool_put's write for a batch: J's record (rev + 1) staged for its
+/* A record change's write for a batch: J's record (rev + 1) staged for its
  * state's directory.  The caller removes the old copy after the commit. */
 int spool_stage(struct spool *sp, struct wbatch *b, struct job *j, struct cb_err *err);
 

@@ -24,7 +24,7 @@
  * replaced by rename (against LAYOUT.md §3) changes no directory: the
  * one thing the index cannot see.
  *
- * done/.  A crash inside spool_put may leave a queued record and a
+ * done/.  A crash between a record's two steps may leave a queued record and a
  * done/ copy of one job (LAYOUT.md §6), and readers keep the higher
  * rev.  The index notes which of its jobs have a done/ copy, for done/
  * as it was then (its key, when settled); while done/ is unchanged a

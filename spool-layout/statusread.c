@@ -227,7 +227,7 @@ static int list(struct reading *g, struct cb_err *err)
 			return oom(err);
 	}
 	/* Without --all, a finished copy matters only beside a record of
-	 * the same job elsewhere (a crash inside spool_put): one lookup per
+	 * the same job elsewhere (a crash between a record's two steps): one lookup per
 	 * job shown, rather than a listing of the whole history. */
 	nlisted = g->n;
 	for (size_t i = 0; !r->all && i < nlisted; i++) {

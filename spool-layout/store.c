@@ -1,9 +1,9 @@
 /*
  * store.c - job records in the spool's state directories (LAYOUT.md
  * §§5-7): loading one, a submission not yet accepted seen as a queued
- * job, finding a job wherever it is (the higher rev wins), writing a
- * record with spool_put (new copy first, old one removed second), and
- * moving a bad submission into rejected/.
+ * job, finding a job wherever it is (the higher rev wins), and moving a
+ * bad submission into rejected/.  The daemon writes records in batches
+ * (batch.c spool_stage, spoold/turn.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -184,48 +184,6 @@ fail:
 	*name = NULL;
 	free(pn);
 	return -1;
-}
-
-int spool_put(struct spool *sp, struct job *j, enum spool_dir from_dir,
-	      const char *from_name, struct cb_err *err)
-{
-	enum spool_dir to = job_state_dir(j->state);
-	char *name, *text;
-	int r = -1;
-#ifdef CB_CRASH_POINTS
-	char trans[64];
-
-	snprintf(trans, sizeof trans, "%s->%s", spool_dir_name[from_dir], spool_dir_name[to]);
-#else
-	const char *trans = NULL;
-#endif
-
-	j->rev++;
-	name = to == SD_QUEUED ? name_queued(j->priority, j->id) : name_plain(j->id);
-	if (!name || !(text = job_to_json(j))) {
-		free(name);
-		return cb_err_sys(err, EX_OSERR_, "job %lld", j->id);
-	}
-	CRASH_POINT("put: before", trans);
-	if (spool_write(sp, to, name, text, err) < 0)
-		goto out;
-	CRASH_POINT("put: written", trans);
-	if (from_name && (from_dir != to || strcmp(from_name, name))) {
-		if (unlinkat(sp->dir[from_dir], from_name, 0) < 0 && errno != ENOENT) {
-			cb_err_sys(err, EX_OSERR_, "%s/%s/%s", sp->path,
-				   spool_dir_name[from_dir], from_name);
-			goto out;
-		}
-		if (fsync_dir(sp->dir[from_dir]) < 0) {
-			cb_err_sys(err, spool_errno_ex(errno), "%s/%s", sp->path, spool_dir_name[from_dir]);
-			goto out;
-		}
-	}
-	r = 0;
-out:
-	free(name);
-	free(text);
-	return r;
 }
 
 int spool_reject(struct spool *sp, enum spool_dir from, const char *name,

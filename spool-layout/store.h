@@ -28,20 +28,10 @@ int spool_load_pending(struct spool *sp, enum spool_dir d, const char *name,
  * incoming/ (not yet accepted by the daemon) is returned as a queued
  * job with reason "waiting for the daemon to accept it" and *d set to
  * SD_NEW / SD_INCOMING.  When two records of one ID exist (a crash
- * between the two steps of spool_put), the higher rev wins.
+ * between a record's two steps: LAYOUT.md §6), the higher rev wins.
  */
 int spool_find(struct spool *sp, long long id, struct job *j,
 	       enum spool_dir *d, char **name, struct cb_err *err);
-
-/*
- * Write J (rev bumped) into the directory of J->state under its name
- * for that state; then, when FROM_NAME is not NULL and differs
- * (directory or name), remove FROM_DIR/FROM_NAME and fsync that
- * directory.  The order (new copy first, old removed second) means a
- * crash leaves at most two copies, and readers keep the higher rev.
- */
-int spool_put(struct spool *sp, struct job *j, enum spool_dir from_dir,
-	      const char *from_name, struct cb_err *err);
 
 /* Reject FROM/NAME (a submission first dropped as ORIG): move it into
  * rejected/ as "<seq>.job" beside "<seq>.reason" holding "original

@@ -4,10 +4,11 @@
  * Accepting (new/ -> incoming/ -> queued/, batched) makes a record;
  * from then on a record changes in one place, job_step: the event's
  * row of the table (table.c, AGENTS.md) is applied to the record,
- * which is loaded once and written once with spool_put (new copy
- * first, old name removed second: LAYOUT.md §6), and then followed:
+ * which is loaded once and staged once for the turn's commit (turn.c:
+ * new copy first, old name removed second, LAYOUT.md §6), and followed:
  * the queue and the running table mirror the record's state, and the
- * node is asked what the new state asks of it (launch, cancel, pause).
+ * node is asked what the new state asks of it (launch, cancel, pause)
+ * once the record is durable (an effect, run after the commit).
  * The attempt ID is written into the record before the node is asked
  * to launch it, so a crash anywhere repeats the same launch, which the
  * worker answers idempotently (LAYOUT.md §8).  Nothing here waits for
@@ -74,6 +75,7 @@ static int load_running(struct daemon *d, long long id, struct job *j, char **na
 {
 	struct cb_err err = { 0 };
 
+	turn_settle(d, id);
 	if (!(*name = name_plain(id)))
 		return -1;
 	if (spool_load(&d->sp, SD_RUNNING, *name, j, &err) < 0) {
@@ -115,19 +117,6 @@ void write_ok(struct daemon *d)
 	if (d->stall_said)
 		logmsg("the spool can be written again; catching up");
 	d->stall_said = 0;
-}
-
-static int put(struct daemon *d, struct job *j, enum spool_dir from, const char *name)
-{
-	struct cb_err err = { 0 };
-
-	if (spool_put(&d->sp, j, from, name, &err) == 0) {
-		write_ok(d);
-		return 0;
-	}
-	write_failed(d, err.ex, err.msg);
-	cb_err_free(&err);
-	return -1;
 }
 
 /* J, just written into queued/, joins the in-memory queue. */
@@ -214,8 +203,9 @@ static void follow(struct daemon *d, struct job *j, enum job_state from, enum jo
 	if (j->state == JS_QUEUED && (from != JS_QUEUED || ev == EV_PROMOTE))
 		enqueue(d, j);
 	if (re && running_state(from) && !running_state(j->state)) {
-		if (node_ev(ev))
-			cards_freed(d, &d->nodes[re->node], re->aid);
+		/* The node's word that it ended hands its cards over; a
+		 * launch that found them busy takes its leases back. */
+		cards_freed(d, &d->nodes[re->node], re->aid, node_ev(ev));
 		d->dirty = 1;
 		attempt_over(d, re);
 		re = NULL;
@@ -227,21 +217,49 @@ static void follow(struct daemon *d, struct job *j, enum job_state from, enum jo
 			return;
 		}
 		logmsg("job %lld: attempt %s on %s", j->id, at->id, at->node);
-		CRASH_POINT("launch: attempt recorded", NULL);
-		send_launch(d, &d->r[d->nr - 1]);
+		turn_after(d, &(struct effect){ EF_LAUNCH, j->id, at->id, NULL });
 		break;
 	case EV_CANCEL:
 		if (re)
-			cancel_running(d, re);
+			turn_after(d, &(struct effect){ EF_CANCEL, j->id, re->aid, NULL });
 		break;
 	case EV_PAUSE:
 		if (!j->def.resume_command)
 			logmsg("job %lld: pause: not resumable (no resume_command)", j->id);
-		else if (re && re->pause.pid > 0)
-			logmsg("job %lld: pause: asked already", j->id);
-		else if (re && acall_start(d, &d->nodes[re->node], &re->pause,
-					   (const char *const[]){ "pause", re->aid, NULL },
-					   NODE_QUERY_MS) == 0)
+		else if (re)
+			turn_after(d, &(struct effect){ EF_PAUSE, j->id, re->aid, NULL });
+		break;
+	default:
+		break;
+	}
+}
+
+/* What follow() asked for, once the record that asks it is durable
+ * (turn.c): of the attempt named, if it is still the job's. */
+void effect_run(struct daemon *d, const struct effect *ef)
+{
+	struct rent *re = ef->kind == EF_CTL_DONE ? NULL : r_find(d, ef->id);
+
+	if (ef->kind == EF_CTL_DONE) {
+		if (unlinkat(d->sp.dir[SD_CTL], ef->name, 0) < 0 && errno != ENOENT)
+			logmsg("ctl/%s: %s", ef->name, strerror(errno));
+		return;
+	}
+	if (!re || strcmp(re->aid, ef->aid))
+		return;
+	switch (ef->kind) {
+	case EF_LAUNCH:
+		CRASH_POINT("launch: attempt recorded", NULL);
+		send_launch(d, re);
+		break;
+	case EF_CANCEL:
+		cancel_running(d, re);
+		break;
+	case EF_PAUSE:
+		if (re->pause.pid > 0)
+			logmsg("job %lld: pause: asked already", re->id);
+		else if (acall_start(d, &d->nodes[re->node], &re->pause,
+				     (const char *const[]){ "pause", re->aid, NULL }, NODE_QUERY_MS) == 0)
 			CRASH_POINT("pause: node asked", NULL);
 		break;
 	default:
@@ -253,7 +271,7 @@ static void follow(struct daemon *d, struct job *j, enum job_state from, enum jo
  * The one way a job's record changes: EV happens to job ID.  Its record
  * is loaded once, the table's row for its state applied (a node's word
  * about an attempt other than its last one is not), written once
- * through spool_put, and then followed (above).  1: a row applied; 0:
+ * for the turn's commit (turn.c), and then followed (above).  1: a row applied; 0:
  * no row (the job is in no state that takes EV), or not found; -1: the
  * record could not be read or written (said; write_failed stalls).
  */
@@ -268,6 +286,7 @@ static int job_step(struct daemon *d, long long id, enum job_event ev, const str
 	char *name;
 	int r;
 
+	turn_settle(d, id);     /* its record as the spool has it */
 	if (locate(d, id, &dir, &name) < 0)
 		return 0;
 	if (spool_load(&d->sp, dir, name, &j, &err) < 0) {
@@ -286,7 +305,7 @@ static int job_step(struct daemon *d, long long id, enum job_event ev, const str
 		logmsg("job %lld: %s: out of memory", id, job_event_name(ev));
 		goto out;
 	}
-	if (r && put(d, &j, dir, name) < 0) {
+	if (r && turn_stage(d, &j, dir, name) < 0) {
 		r = -1;
 		goto out;
 	}
@@ -614,10 +633,11 @@ void cancel_after_attempt(struct daemon *d, long long id, const char *req)
 {
 	char *pn = name_plain(id);
 
+	turn_settle(d, id);     /* paused/ as the record is */
 	if (q_find(d, id) || (pn && faccessat(d->sp.dir[SD_PAUSED], pn, F_OK, AT_SYMLINK_NOFOLLOW) == 0))
 		apply_ctl(d, req);
-	else if (unlinkat(d->sp.dir[SD_CTL], req, 0) < 0 && errno != ENOENT)
-		logmsg("ctl/%s: %s", req, strerror(errno));
+	else
+		turn_after(d, &(struct effect){ EF_CTL_DONE, id, NULL, (char *)req });
 	free(pn);
 }
 
@@ -685,7 +705,8 @@ done:
 	free(buf);
 	if (d->stalls != stalls)
 		return 0;       /* the spool could not be written: kept, retried */
-	if (!keep && unlinkat(d->sp.dir[SD_CTL], name, 0) < 0 && errno != ENOENT)
-		logmsg("ctl/%s: %s", name, strerror(errno));
+	/* Removed once what it changed is durable. */
+	if (!keep)
+		turn_after(d, &(struct effect){ EF_CTL_DONE, 0, NULL, (char *)name });
 	return 0;
 }

@@ -567,6 +567,7 @@ static int calls_wait(struct daemon *d, int sigfd)
 	for (;;) {
 		long long next = LLONG_MAX;
 
+		turn_commit(d);         /* what the answers changed, then the launches */
 		links_timers(d, mono_now(), &next);
 		ps.n = 0;
 		if (pollset_add(&ps, sigfd, PW_SIGNAL) < 0 || !links_pollfds(d, &ps))
@@ -678,6 +679,7 @@ static void free_daemon(struct daemon *d)
 		free(d->r[i].cancel);
 	}
 	free(d->r);
+	turn_free(d);
 	spool_close(&d->sp);
 	config_free(&d->cfg);
 }
@@ -777,6 +779,10 @@ int main(int argc, char **argv)
 		if (d.dirty && !d.stalled)
 			schedule(&d);
 		timeout = timers(&d);
+		/* The turn's records are made durable, then the nodes told
+		 * (turn.c) -- before the loop sleeps. */
+		if (turn_commit(&d) && d.dirty && !d.stalled)
+			timeout = 0;
 		ps.n = 0;
 		if (pollset_add(&ps, ino, PW_INOTIFY) < 0 || pollset_add(&ps, sigfd, PW_SIGNAL) < 0) {
 			logmsg("%s", strerror(errno));
@@ -797,6 +803,7 @@ int main(int argc, char **argv)
 		links_events(&d, &ps, 2);
 	}
 out:
+	turn_commit(&d);
 	index_stop(&iw);
 	logmsg("stopping; running jobs keep running");
 	free(ps.p);

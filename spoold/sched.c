@@ -38,6 +38,31 @@ void query_start(struct daemon *d, struct node *n)
 	acall_start(d, n, &n->query, args, NODE_QUERY_MS);
 }
 
+/*
+ * Is a query of N of any use to the next pass?  Not while every card
+ * the queue may use there is leased by an attempt of this spool's
+ * (names.c attempt_id: SPOOLID-JOB-N): those come free through the
+ * node's own word (cards_freed, the handoff), and a query would only
+ * read the leases back.  A node not known yet, or not reachable, is
+ * asked (the retry finds it back); so is one with a card free, busy
+ * outside the queue, or leased by someone else.
+ */
+static int wants_query(const struct daemon *d, const struct node *n)
+{
+	size_t len = strlen(d->sp.id);
+
+	if (!n->known || !n->reachable)
+		return 1;
+	for (size_t i = 0; i < n->ngpus; i++) {
+		const char *l = n->gpus[i].lease;
+
+		if (gpu_eligible(n->conf, n->gpus[i].index) &&
+		    (!l || strncmp(l, d->sp.id, len) || l[len] != '-'))
+			return 1;
+	}
+	return 0;
+}
+
 const char *card_uuid(const struct node *n, int index)
 {
 	long s = plan_slot(n->gpus, n->ngpus, index);
@@ -72,14 +97,15 @@ static void leases_ended(struct node *n, const char *aid)
 }
 
 /*
- * Attempt AID on node N has ended: the node has just said so, and its
- * worker let go of the leases before it wrote the final state.  The
- * cards go to the next job in the pass that follows (n->handoff), on
- * the snapshot as the daemon knows it, without waiting for a query.  A
- * query in flight may still show the leases: its answer is patched the
- * same way.
+ * Attempt AID on node N is over.  When the node has just said it ended
+ * (HANDOFF), its worker let go of the leases before it wrote the final
+ * state: the cards go to the next job in the pass that follows
+ * (n->handoff), on the snapshot as the daemon knows it, without waiting
+ * for a query.  Otherwise (a launch answered busy) the snapshot only
+ * forgets the leases it was given at the launch.  A query in flight
+ * may still show the leases: its answer is patched the same way.
  */
-void cards_freed(struct daemon *d, struct node *n, const char *aid)
+void cards_freed(struct daemon *d, struct node *n, const char *aid, int handoff)
 {
 	leases_ended(n, aid);
 	if (n->query.pid > 0) {
@@ -92,7 +118,7 @@ void cards_freed(struct daemon *d, struct node *n, const char *aid)
 		else
 			n->nended++;
 	}
-	n->handoff = 1;
+	n->handoff |= handoff;
 	d->dirty = 1;
 }
 
@@ -129,7 +155,8 @@ void query_done(struct daemon *d, struct node *n, int status)
 		 * is better; ask again. */
 		gpus_free(g, k);
 		ended_clear(n);
-		query_start(d, n);
+		if (wants_query(d, n))
+			query_start(d, n);
 		return;
 	}
 	gpus_free(n->gpus, n->ngpus);
@@ -231,8 +258,6 @@ int schedule(struct daemon *d)
 			d->nodes[k].handoff = 0;        /* nobody to hand to */
 		return 0;
 	}
-	for (size_t k = 0; k < d->nnodes; k++)
-		query_start(d, &d->nodes[k]);
 	jobs = malloc(d->nq * sizeof *jobs);
 	nodes = malloc(d->nnodes * sizeof *nodes);
 	launched = calloc(d->nnodes, 1);
@@ -252,16 +277,20 @@ int schedule(struct daemon *d)
 	 * is the exception.  A query in flight was asked before these
 	 * leases: it is asked again.  While GPU jobs wait, the cards are
 	 * read again every GPU_POLL_MS (processes outside the queue come
-	 * and go), counted from the first pass that left one waiting. */
+	 * and go), counted from the first pass that left one waiting.
+	 * Asked after the launches: a card just handed over is leased
+	 * again, and a node all of whose cards are is not asked. */
 	for (size_t k = 0; k < d->nnodes; k++) {
 		struct node *n = &d->nodes[k];
 
 		n->handoff = 0;
-		if (!launched[k])
-			continue;
-		n->fresh = 0;
-		if (n->query.pid > 0)
-			n->stale_query = 1;
+		if (launched[k]) {
+			n->fresh = 0;
+			if (n->query.pid > 0)
+				n->stale_query = 1;
+		}
+		if (wants_query(d, n))
+			query_start(d, n);
 	}
 	if (!out.waiting)
 		d->next_poll = 0;

@@ -121,6 +121,26 @@ struct daemon {
 	int stall_said;                 /* its one log line is out */
 	unsigned long stalls;           /* such failures so far */
 	long long stall_retry_at;       /* mono ms */
+	/* This turn's records, staged, and what waits for their commit
+	 * (turn.c). */
+	struct wbatch turn;
+	struct staged *staged;          /* parallel to turn.v */
+	size_t capstaged;
+	struct effect *after;
+	size_t nafter, capafter;
+};
+
+/* What is done once a turn's records are durable (turn.c, jobs.c). */
+enum effect_kind {
+	EF_LAUNCH,                      /* send job ID's attempt AID to its node */
+	EF_CANCEL,                      /* ask the node to stop job ID's attempt */
+	EF_PAUSE,                       /* ask the node to pause job ID's attempt AID */
+	EF_CTL_DONE,                    /* remove ctl/NAME, applied */
+};
+struct effect {
+	enum effect_kind kind;
+	long long id;
+	char *aid, *name;
 };
 
 /* main.c */
@@ -166,12 +186,28 @@ void node_ok(struct daemon *d, size_t node);
 void write_failed(struct daemon *d, int ex, const char *msg);
 void write_ok(struct daemon *d);
 
+/* turn.c: a turn's record writes, committed together (design at its top) */
+/* job_step's write: J's new record staged, FROM/FROM_NAME to be removed
+ * after the commit; -1 when it could not be staged (write_failed said). */
+int turn_stage(struct daemon *d, struct job *j, enum spool_dir from, const char *from_name);
+int turn_staged(const struct daemon *d, long long id);
+/* Before job ID's record is read from the spool: committed if staged. */
+void turn_settle(struct daemon *d, long long id);
+/* EF once this turn's records are durable (now, if none is staged). */
+void turn_after(struct daemon *d, const struct effect *ef);
+/* Commit, then run the effects; 1 if there was anything to do.  Exits
+ * 74 when staged records cannot be made durable. */
+int turn_commit(struct daemon *d);
+void turn_free(struct daemon *d);
+/* jobs.c: an effect, run */
+void effect_run(struct daemon *d, const struct effect *ef);
+
 /* sched.c */
 int schedule(struct daemon *d);
 void query_start(struct daemon *d, struct node *n);
 void query_done(struct daemon *d, struct node *n, int status);
 int is_fresh(const struct node *n);
-void cards_freed(struct daemon *d, struct node *n, const char *aid);
+void cards_freed(struct daemon *d, struct node *n, const char *aid, int handoff);
 /* The UUID of card INDEX in N's snapshot, or NULL. */
 const char *card_uuid(const struct node *n, int index);
 

@@ -7,7 +7,7 @@
  * to and how the record changes (its `edit`); a pair with no row is an
  * event the job ignores (or a request refused) in that state.  The
  * daemon's one step function (jobs.c job_step) looks the row up, loads
- * the record once, applies the edit, writes it once through spool_put,
+ * the record once, applies the edit, stages it once (turn.c),
  * and then does what the new state asks of the daemon's memory (the
  * queue, the running table) and of the node (launch, cancel, pause).
  * This file does no I/O: tests/unit/test_table.c walks every row, and

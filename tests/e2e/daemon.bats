@@ -338,6 +338,15 @@ after_a_poll() {
 	: > "$T/calls"
 }
 
+# The next reconcile (every 5 s) from now on, with the log cleared
+# before it: more than GPU_POLL_MS (2 s) of calls in the log.
+a_reconcile_long() {
+	: > "$T/calls"
+	wait_for 10 'grep -q " status" "$T/calls"'
+	: > "$T/calls"
+	wait_for 10 'grep -q " status" "$T/calls"'
+}
+
 @test "a card freed by a job's end goes to the next job without asking the node again; a card still busy sends it back" {
 	log_worker_calls
 	fake_gpus "0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA Fake A100, 0, 81920, 0"
@@ -345,7 +354,10 @@ after_a_poll() {
 	a=$(sub --gpus 0 -- sh -c 'until [ -e "$0" ]; do sleep 0.02; done' "$T/go")
 	b=$(sub --gpus 0 -- sh -c 'date +%s%N > "$0"' "$T/b.start")
 	wait_for 10 '[ "$(state "$a")" = running ]'
-	after_a_poll
+	# B waits, but the only card is leased by A: its end is the news,
+	# and the node is not asked for its cards meanwhile.
+	a_reconcile_long
+	not grep -q " gpus$" "$T/calls"
 	touch "$T/go"
 	wait_for 10 final "$b"
 	[ "$(state "$b")" = succeeded ]
@@ -357,7 +369,6 @@ after_a_poll() {
 	c=$(sub --gpus 0 -- sh -c 'until [ -e "$0" ]; do sleep 0.02; done' "$T/go2")
 	d=$(sub --gpus 0 -- true)
 	wait_for 10 '[ "$(state "$c")" = running ]'
-	after_a_poll
 	fake_apps "GPU-00000000-0000-0000-0000-000000000000, 4242, 500"
 	touch "$T/go2"
 	wait_for 10 final "$c"
@@ -383,12 +394,15 @@ after_a_poll() {
 	EOF
 	chmod +x "$T/worker"
 	export CARDBATON_WORKER=$T/worker
-	fake_gpus "0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA Fake A100, 0, 81920, 0"
+	# Card 1 is free but not for B (pinned to 0): while B waits the
+	# cards are asked for again.
+	fake_gpus "0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA Fake A100, 0, 81920, 0" \
+		"1, GPU-11111111-1111-1111-1111-111111111111, NVIDIA Fake A100, 0, 81920, 0"
 	start_daemon
 	a=$(sub --gpus 0 -- sh -c 'until [ -e "$0" ]; do sleep 0.02; done' "$T/go")
 	b=$(sub --gpus 0 -- sh -c 'date +%s%N > "$0"' "$T/b.start")
 	wait_for 10 '[ "$(state "$a")" = running ]'
-	# B waits, so the cards are asked for again: end A while a query is out.
+	# End A while a query is out.
 	wait_for 10 '[ "$(tail -n 1 "$T/calls" 2>/dev/null | cut -d" " -f2)" = start ]'
 	n=$(wc -l < "$T/calls")
 	touch "$T/go"

@@ -64,8 +64,10 @@ static void mkjob(struct job *j, long long id, long long prio, const char *name,
 static void put(struct spool *sp, struct job *j)
 {
 	struct cb_err err = { 0 };
+	struct wbatch b = WBATCH_INIT;
 
-	CHECK(spool_put(sp, j, SD_QUEUED, NULL, &err) == 0);
+	CHECK(spool_stage(sp, &b, j, &err) == 0 && wbatch_commit(&b, sp->fd) == 0);
+	wbatch_free(&b);
 	cb_err_free(&err);
 }
 
