@@ -278,8 +278,9 @@ int schedule(struct daemon *d)
 	 * leases: it is asked again.  While GPU jobs wait, the cards are
 	 * read again every GPU_POLL_MS (processes outside the queue come
 	 * and go), counted from the first pass that left one waiting.
-	 * Asked after the launches: a card just handed over is leased
-	 * again, and a node all of whose cards are is not asked. */
+	 * Asked after the launches, and only while jobs are left queued:
+	 * a card just handed over is leased again, and a node all of
+	 * whose cards are is not asked. */
 	for (size_t k = 0; k < d->nnodes; k++) {
 		struct node *n = &d->nodes[k];
 
@@ -289,7 +290,7 @@ int schedule(struct daemon *d)
 			if (n->query.pid > 0)
 				n->stale_query = 1;
 		}
-		if (wants_query(d, n))
+		if (d->nq && wants_query(d, n))
 			query_start(d, n);
 	}
 	if (!out.waiting)
