@@ -32,6 +32,8 @@ static const struct {
 	{ "pause", "ask a running resumable job to checkpoint and stop" },
 	{ "resume", "re-queue a paused job" },
 	{ "cancel", "stop a job or remove it from the queue" },
+	{ "hold", "keep queued jobs from being placed until released" },
+	{ "release", "let held jobs be placed again" },
 	{ "gpus", "every node's GPUs, leases and idle state" },
 	{ "bootstrap", "install a public key on a node" },
 };

@@ -436,6 +436,49 @@ void tool_find_job(struct config *c, struct spool *sp, long long id, struct job 
 	free(name);
 }
 
+int tool_queued_op(int argc, char **argv, const char *usage, enum ctl_op op)
+{
+	static const struct option longopts[] = {
+		COMMON_LONGOPTS,
+		{ NULL, 0, NULL, 0 },
+	};
+	struct cb_err err = { 0 };
+	struct config c;
+	struct spool sp;
+	long long *ids;
+	int n;
+
+	prog_init(argc, argv);
+	while (tool_getopt(argc, argv, "", longopts, 0, usage) != -1)
+		usage_error(usage, "unknown option");
+	if ((n = argc - optind) < 1)
+		usage_error(usage, "no JOB_ID given");
+	if (!(ids = calloc((size_t)n, sizeof *ids)))
+		die(EX_OSERR_, "%s", strerror(ENOMEM));
+	for (int i = 0; i < n; i++)
+		ids[i] = arg_jobid(argv[optind + i]);
+	/* All of them checked before any is asked for. */
+	for (int i = 0; i < n; i++) {
+		struct job j;
+
+		tool_find_job(&c, &sp, ids[i], &j);
+		if (j.state != JS_QUEUED)
+			die(EX_REFUSED, "job %lld is %s, not queued", ids[i], job_state_name(j.state));
+		job_free(&j);
+		spool_close(&sp);
+		config_free(&c);
+	}
+	tool_config(&c);
+	tool_spool(&c, &sp, 1);
+	for (int i = 0; i < n; i++)
+		if (spool_ctl(&sp, ids[i], op, CTL_NO_ARG, &err) < 0)
+			die_err(&err);
+	free(ids);
+	spool_close(&sp);
+	config_free(&c);
+	return 0;
+}
+
 long long tool_one_job(int argc, char **argv, const char *usage)
 {
 	static const struct option longopts[] = {

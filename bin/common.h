@@ -95,6 +95,10 @@ void ask_worker(const struct config *c, const struct job *j, const char *op);
 /* The options and operand of a tool that takes only --config and one
  * JOB_ID (usage errors exit 64): the job ID. */
 long long tool_one_job(int argc, char **argv, const char *usage);
+/* hold, release: OP for every JOB_ID given (at least one), each a queued
+ * job (66 for one that does not exist, 1 for one not queued: nothing
+ * asked then); the tool's whole main. */
+int tool_queued_op(int argc, char **argv, const char *usage, enum ctl_op op);
 
 /* Load the config into C, open its spool SP and find job ID (wherever it
  * is) into J; exit 66 "no such job ID" when there is none. */

@@ -24,11 +24,13 @@
 static const char usage[] =
 	"cardbaton-submit [--config PATH] [--job FILE] [--node N] [--gpus 0,2] "
 	"[--gpu-count K] [--priority P] [--timeout SECS] [--cwd DIR] [--name NAME] "
-	"[--resume-command CMD] [--env K=V]... [-- CMD ARGS...]";
+	"[--resume-command CMD] [--env K=V]... [--hold] [--begin WHEN] [--after ID[,ID...]] [--after-any ID[,ID...]] "
+	"[-- CMD ARGS...]";
 
 enum {
 	OPT_JOB = OPT_TOOL_FIRST, OPT_NODE, OPT_GPUS, OPT_GPU_COUNT, OPT_PRIORITY,
-	OPT_TIMEOUT, OPT_CWD, OPT_NAME, OPT_RESUME, OPT_ENV,
+	OPT_TIMEOUT, OPT_CWD, OPT_NAME, OPT_RESUME, OPT_ENV, OPT_HOLD, OPT_BEGIN,
+	OPT_AFTER, OPT_AFTER_ANY,
 };
 
 static const struct option longopts[] = {
@@ -43,6 +45,10 @@ static const struct option longopts[] = {
 	{ "name", required_argument, NULL, OPT_NAME },
 	{ "resume-command", required_argument, NULL, OPT_RESUME },
 	{ "env", required_argument, NULL, OPT_ENV },
+	{ "hold", no_argument, NULL, OPT_HOLD },
+	{ "begin", required_argument, NULL, OPT_BEGIN },
+	{ "after", required_argument, NULL, OPT_AFTER },
+	{ "after-any", required_argument, NULL, OPT_AFTER_ANY },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -90,6 +96,62 @@ static void parse_gpus(const char *val, struct job_def *f)
 			break;
 		p += n + 1;
 	}
+}
+
+/* --after, --after-any: ID[,ID...] into *V[0..*N) (replacing them). */
+static void parse_ids(const char *flag, const char *val, long long **v, size_t *n)
+{
+	const char *p = val;
+
+	free(*v);
+	*v = NULL;
+	*n = 0;
+	for (;;) {
+		size_t len = strcspn(p, ",");
+		char *item = strndup(p, len);
+		long long x;
+
+		if (!item)
+			die(EX_OSERR_, "%s", strerror(ENOMEM));
+		if (parse_ll(item, 1, SEQ_MAX, &x) < 0)
+			die(EX_USAGE_, "%s: '%s' is not a list of job IDs (separated by commas)", flag, val);
+		free(item);
+		for (size_t i = 0; i < *n; i++)
+			if ((*v)[i] == x)
+				die(EX_USAGE_, "%s: job %lld is given twice", flag, x);
+		if (*n == JOB_MAX_DEPS)
+			die(EX_USAGE_, "%s: more than %d job IDs", flag, JOB_MAX_DEPS);
+		*v = xrealloc(*v, (*n + 1) * sizeof **v);
+		(*v)[(*n)++] = x;
+		if (!p[len])
+			break;
+		p += len + 1;
+	}
+}
+
+/* Every job JD waits for exists (found anywhere in SP, as status
+ * would find it), or submit ends with 66 naming the first that does not. */
+static void check_deps(struct spool *sp, const struct job_def *jd)
+{
+	const long long *lists[] = { jd->after, jd->after_any };
+	const size_t n[] = { jd->nafter, jd->nafter_any };
+
+	for (int l = 0; l < 2; l++)
+		for (size_t i = 0; i < n[l]; i++) {
+			struct cb_err err = { 0 };
+			struct job j;
+			enum spool_dir d;
+			char *name;
+			int r = spool_find(sp, lists[l][i], &j, &d, &name, &err);
+
+			if (r < 0)
+				die_err(&err);
+			if (r == 0)
+				die(EX_NOINPUT_, "%s: no such job %lld", l ? "after_any" : "after",
+				    lists[l][i]);
+			free(name);
+			job_free(&j);
+		}
 }
 
 /* A text flag that must not be empty, longer than MAX bytes, nor hold
@@ -283,6 +345,37 @@ static void check_roundtrip(const struct job_def *jd, const char *fname)
 	cJSON_Delete(o);
 }
 
+/* --begin WHEN: an RFC 3339 time, or +N with s, m, h or d (seconds
+ * when none) from now; epoch ms, whole seconds. */
+static long long begin_flag(const char *s)
+{
+	static const struct { char c; long long mul; } units[] = {
+		{ 's', 1 }, { 'm', 60 }, { 'h', 3600 }, { 'd', 86400 },
+	};
+	long long n, ms, mul = 1;
+	size_t len = strlen(s);
+	char *num;
+
+	if (*s != '+') {
+		if (rfc3339_parse(s, &ms) < 0)
+			die(EX_USAGE_, "--begin: '%s' is neither an RFC 3339 time "
+			    "(2026-12-01T18:00:00Z) nor +N[smhd]", s);
+		return ms;
+	}
+	for (size_t i = 0; len > 1 && i < sizeof units / sizeof *units; i++)
+		if (s[len - 1] == units[i].c) {
+			mul = units[i].mul;
+			len--;
+			break;
+		}
+	num = xstrdup(s + 1);
+	num[len - 1] = '\0';
+	if (parse_ll(num, 0, TIMEOUT_MAX, &n) < 0 || *num == '-' || n > TIMEOUT_MAX / mul)
+		die(EX_USAGE_, "--begin: '%s' is not +N[smhd] with N from 0 to ten years", s);
+	free(num);
+	return (now_ms() / 1000 + n * mul) * 1000;
+}
+
 int main(int argc, char **argv)
 {
 	struct job_def flags, jd;
@@ -357,6 +450,22 @@ int main(int argc, char **argv)
 			flags.set |= JF_ENV;
 			break;
 		}
+		case OPT_HOLD:
+			flags.hold = 1;
+			flags.set |= JF_HOLD;
+			break;
+		case OPT_AFTER:
+			parse_ids("--after", optarg, &flags.after, &flags.nafter);
+			flags.set |= JF_AFTER;
+			break;
+		case OPT_AFTER_ANY:
+			parse_ids("--after-any", optarg, &flags.after_any, &flags.nafter_any);
+			flags.set |= JF_AFTER_ANY;
+			break;
+		case OPT_BEGIN:
+			flags.begin = begin_flag(optarg);
+			flags.set |= JF_BEGIN;
+			break;
 		default:
 			usage_error(usage, "unknown option");
 		}
@@ -422,6 +531,7 @@ int main(int argc, char **argv)
 	if (fcntl(1, F_GETFL) < 0)
 		die_sys(EX_IOERR_, "standard output");
 	tool_spool(&c, &sp, 1);
+	check_deps(&sp, &jd);
 	if (spool_submit(&sp, &jd, &id, &err) < 0)
 		die_err(&err);
 	printf("%lld\n", id);

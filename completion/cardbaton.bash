@@ -8,17 +8,17 @@
 # --node completes the node names of the configuration in use and JOB_ID
 # operands complete the job IDs found in the spool's file names.
 
-_cardbaton_subcommands="run submit status logs promote pause resume cancel gpus bootstrap"
+_cardbaton_subcommands="run submit status logs promote pause resume cancel hold release gpus bootstrap"
 
 # _cardbaton_flags SUBCOMMAND: its flags, as in its man page's SYNOPSIS.
 _cardbaton_flags() {
 	case $1 in
 	run|spoold) echo "--config --once --public-key --help" ;;
-	submit) echo "--config --job --node --gpus --gpu-count --priority --timeout --cwd --name --resume-command --env --help" ;;
+	submit) echo "--config --job --node --gpus --gpu-count --priority --timeout --cwd --name --resume-command --env --hold --begin --after --after-any --help" ;;
 	status) echo "--config --json --all --help" ;;
 	logs) echo "--config --attempt -f --help" ;;
 	promote) echo "--config --priority --help" ;;
-	pause|resume|cancel) echo "--config --help" ;;
+	pause|resume|cancel|hold|release) echo "--config --help" ;;
 	gpus) echo "--config --node --json --help" ;;
 	bootstrap) echo "--config --node --public-key --help" ;;
 	*) echo "--config --help --version" ;;
@@ -184,6 +184,8 @@ _cardbaton() {
 	case $sub in
 	promote|pause|resume|cancel)
 		COMPREPLY=($(compgen -W "$(_cardbaton_ids "$config" new queued running paused)" -- "$cur")) ;;
+	hold|release)
+		COMPREPLY=($(compgen -W "$(_cardbaton_ids "$config" new queued)" -- "$cur")) ;;
 	status|logs)
 		COMPREPLY=($(compgen -W "$(_cardbaton_ids "$config" new queued running paused done)" -- "$cur")) ;;
 	esac
@@ -191,5 +193,5 @@ _cardbaton() {
 
 complete -F _cardbaton cardbaton sshgpu cardbaton-submit cardbaton-status \
 	cardbaton-logs cardbaton-promote cardbaton-pause cardbaton-resume \
-	cardbaton-cancel cardbaton-gpus cardbaton-bootstrap cardbaton-spoold \
+	cardbaton-cancel cardbaton-hold cardbaton-release cardbaton-gpus cardbaton-bootstrap cardbaton-spoold \
 	cardbaton-run

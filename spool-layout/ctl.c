@@ -13,7 +13,7 @@
 #include "ctl.h"
 #include "names.h"
 
-const char *const ctl_op_name[CTL_N] = { "cancel", "promote", "pause", "resume" };
+const char *const ctl_op_name[CTL_N] = { "cancel", "promote", "pause", "resume", "hold", "release" };
 
 int spool_ctl(struct spool *sp, long long id, enum ctl_op op, long long arg,
 	      struct cb_err *err)

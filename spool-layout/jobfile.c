@@ -18,13 +18,13 @@
 #define MAX_ENV JOB_MAX_ENV     /* env entries */
 #define NAME_MAX_LEN JOB_NAME_MAX       /* the `name` field, in bytes */
 
-enum kind { K_COMMAND, K_STR, K_INT, K_GPUS, K_ENV };   /* K_COMMAND: see cmd_at */
+enum kind { K_COMMAND, K_STR, K_INT, K_GPUS, K_ENV, K_BOOL, K_TIME, K_IDS };   /* K_COMMAND: see cmd_at */
 
 struct field {
 	const char *key;
 	unsigned bit;
 	enum kind kind;
-	size_t off;                     /* K_STR: char *; K_INT: long long */
+	size_t off;                     /* K_STR: char *; K_INT, K_TIME: long long; K_BOOL: int */
 	long long lo, hi;               /* K_INT */
 	const char *(*check)(const char *);     /* K_STR: problem or NULL */
 };
@@ -42,6 +42,10 @@ static const struct field fields[] = {     /* in the order JSON shows them */
 	{ "gpus", JF_GPUS, K_GPUS, 0, 0, 0, NULL },
 	{ "gpu_count", JF_GPU_COUNT, K_INT, OFF(gpu_count), 0, GPU_COUNT_MAX, NULL },
 	{ "priority", JF_PRIORITY, K_INT, OFF(priority), PRIO_MIN, PRIO_MAX, NULL },
+	{ "hold", JF_HOLD, K_BOOL, OFF(hold), 0, 0, NULL },
+	{ "begin", JF_BEGIN, K_TIME, OFF(begin), 0, 0, NULL },
+	{ "after", JF_AFTER, K_IDS, 0, 0, 0, NULL },
+	{ "after_any", JF_AFTER_ANY, K_IDS, 0, 0, 0, NULL },
 	{ "timeout_seconds", JF_TIMEOUT, K_INT, OFF(timeout_seconds), 0, TIMEOUT_MAX, NULL },
 	{ "resume_command", JF_RESUME, K_COMMAND, 0, 0, 0, NULL },
 	{ "checkpoint_grace_seconds", JF_GRACE, K_INT, OFF(checkpoint_grace_seconds),
@@ -59,6 +63,35 @@ static long long *ll_at(struct job_def *jd, const struct field *f)
 {
 	return (long long *)(void *)((char *)jd + f->off);
 }
+
+static int *int_at(struct job_def *jd, const struct field *f)
+{
+	return (int *)(void *)((char *)jd + f->off);
+}
+
+/* A list of job IDs: after or after_any. */
+struct ids_ref {
+	long long **v;
+	size_t *n;
+};
+
+static struct ids_ref ids_at(struct job_def *jd, const struct field *f)
+{
+	if (f->bit == JF_AFTER)
+		return (struct ids_ref){ &jd->after, &jd->nafter };
+	return (struct ids_ref){ &jd->after_any, &jd->nafter_any };
+}
+
+/* X at index I of the list V[0..I): not a repeat.  1 when new. */
+static int id_new(const long long *v, size_t i, long long x)
+{
+	for (size_t k = 0; k < i; k++)
+		if (v[k] == x)
+			return 0;
+	return 1;
+}
+
+#define TIME_PROBLEM "not an RFC 3339 time (like 2026-12-01T18:00:00Z)"
 
 /* A command field, a list (argv) or a string (for sh -c): command, or
  * resume_command, whose string is, for a list, the list joined for
@@ -219,6 +252,35 @@ static int yaml_field(const struct yx_ctx *c, const struct field *f,
 		return yx_int_set(c, v, &p, 0, GPU_INDEX_MAX, 1, &jd->gpus, &jd->ngpus);
 	case K_ENV:
 		return yaml_env(c, v, &p, jd);
+	case K_BOOL:
+		return yx_bool(c, v, &p, int_at(jd, f));
+	case K_TIME:
+		if (yx_str(c, v, &p, &s))
+			return -1;
+		if (rfc3339_parse(s, ll_at(jd, f)) < 0)
+			return yx_fail(c, v, &p, TIME_PROBLEM);
+		return 0;
+	case K_IDS: {
+		struct ids_ref r = ids_at(jd, f);
+
+		if (yx_seq(c, v, &p, JOB_MAX_DEPS))
+			return -1;
+		if (!v->n)
+			return yx_fail(c, v, &p, "must list at least one job ID");
+		if (!(*r.v = calloc(v->n, sizeof **r.v)))
+			return cb_err_set(c->err, EX_OSERR_, "%s: %s", c->fname, strerror(ENOMEM));
+		for (size_t i = 0; i < v->n; i++) {
+			struct yx_path ip = { &p, NULL, (long long)i };
+			long long x;
+
+			if (yx_int(c, &v->kids[i], &ip, 1, SEQ_MAX, &x))
+				return -1;
+			if (!id_new(*r.v, i, x))
+				return yx_fail(c, &v->kids[i], &ip, "%lld is listed twice", x);
+			(*r.v)[(*r.n)++] = x;
+		}
+		return 0;
+	}
 	}
 	return -1;
 }
@@ -370,8 +432,26 @@ int jobdef_merge(struct job_def *dst, const struct job_def *src)
 			break;
 		}
 		case K_INT:
+		case K_TIME:
 			*ll_at(dst, f) = *ll_at((struct job_def *)src, f);
 			break;
+		case K_BOOL:
+			*int_at(dst, f) = *int_at((struct job_def *)src, f);
+			break;
+		case K_IDS: {
+			struct ids_ref s = ids_at((struct job_def *)src, f), d = ids_at(dst, f);
+			long long *v = NULL;
+
+			if (*s.n) {
+				if (!(v = malloc(*s.n * sizeof *v)))
+					return -1;
+				memcpy(v, *s.v, *s.n * sizeof *v);
+			}
+			free(*d.v);
+			*d.v = v;
+			*d.n = *s.n;
+			break;
+		}
 		case K_GPUS: {
 			int *g = NULL;
 
@@ -414,6 +494,8 @@ void jobdef_free(struct job_def *jd)
 	yx_strv_free(jd->resume_argv, jd->resume_argc);
 	free(jd->gpus);
 	yx_strv_free(jd->env, jd->nenv);
+	free(jd->after);
+	free(jd->after_any);
 	memset(jd, 0, sizeof *jd);
 }
 
@@ -438,6 +520,31 @@ static cJSON *json_field(const struct job_def *jd, const struct field *f)
 	}
 	case K_INT:
 		return cJSON_CreateNumber((double)*ll_at((struct job_def *)jd, f));
+	case K_BOOL:
+		return cJSON_CreateBool(*int_at((struct job_def *)jd, f));
+	case K_TIME: {
+		char *t = rfc3339(*ll_at((struct job_def *)jd, f));
+
+		a = t ? cJSON_CreateString(t) : NULL;
+		free(t);
+		return a;
+	}
+	case K_IDS: {
+		struct ids_ref r = ids_at((struct job_def *)jd, f);
+
+		if (!(a = cJSON_CreateArray()))
+			return NULL;
+		for (size_t i = 0; i < *r.n; i++) {
+			cJSON *x = cJSON_CreateNumber((double)(*r.v)[i]);
+
+			if (!x || !cJSON_AddItemToArray(a, x)) {
+				cJSON_Delete(x);
+				cJSON_Delete(a);
+				return NULL;
+			}
+		}
+		return a;
+	}
 	case K_GPUS:
 		if (!(a = cJSON_CreateArray()))
 			return NULL;
@@ -497,7 +604,8 @@ cJSON *jobdef_to_json(const struct job_def *jd)
 		 * or as something jobdef_from_json refuses. */
 		if ((f->kind == K_COMMAND && !*cr.shell && !*cr.argv) ||
 		    (f->kind == K_STR && !*str_at((struct job_def *)jd, f)) ||
-		    (f->kind == K_GPUS && !jd->ngpus))
+		    (f->kind == K_GPUS && !jd->ngpus) ||
+		    (f->kind == K_IDS && !*ids_at((struct job_def *)jd, f).n))
 			continue;
 		if (!(v = json_field(jd, f)) || !cJSON_AddItemToObject(o, f->key, v)) {
 			cJSON_Delete(v);
@@ -584,6 +692,29 @@ static int json_field_in(const cJSON *v, const struct field *f, struct job_def *
 		return 0;
 	case K_INT:
 		return json_ll(v, f->lo, f->hi, ll_at(jd, f));
+	case K_BOOL:
+		if (!cJSON_IsBool(v))
+			return -1;
+		*int_at(jd, f) = cJSON_IsTrue(v);
+		return 0;
+	case K_TIME:
+		return json_str(v, &s) || rfc3339_parse(s, ll_at(jd, f)) < 0 ? -1 : 0;
+	case K_IDS: {
+		struct ids_ref r = ids_at(jd, f);
+
+		if (!cJSON_IsArray(v) || (n = (size_t)cJSON_GetArraySize(v)) == 0 || n > JOB_MAX_DEPS)
+			return -1;
+		if (!(*r.v = calloc(n, sizeof **r.v)))
+			return -1;
+		cJSON_ArrayForEach(x, v) {
+			if (json_ll(x, 1, SEQ_MAX, &ll) || !id_new(*r.v, *r.n, ll)) {
+				errno = EINVAL;
+				return -1;
+			}
+			(*r.v)[(*r.n)++] = ll;
+		}
+		return 0;
+	}
 	case K_GPUS:
 		if (!cJSON_IsArray(v) || (n = (size_t)cJSON_GetArraySize(v)) == 0 ||
 		    n > GPU_INDEX_MAX + 1)

@@ -26,6 +26,10 @@ enum {
 	JF_GRACE = 1 << 8,
 	JF_ENV = 1 << 9,
 	JF_NAME = 1 << 10,
+	JF_HOLD = 1 << 11,
+	JF_BEGIN = 1 << 12,
+	JF_AFTER = 1 << 13,
+	JF_AFTER_ANY = 1 << 14,
 };
 
 #define GPU_INDEX_MAX 1023
@@ -38,6 +42,7 @@ enum {
 #define GPU_COUNT_MAX 1024
 #define TIMEOUT_MAX 315360000LL         /* ten years, in seconds */
 #define DEFAULT_GRACE 60
+#define JOB_MAX_DEPS 1024       /* IDs in `after` and in `after_any` */
 
 struct job_def {
 	unsigned set;           /* JF_* bits of the fields present */
@@ -58,6 +63,13 @@ struct job_def {
 	long long checkpoint_grace_seconds;     /* default DEFAULT_GRACE */
 	char **env;             /* "NAME=value", NAME a shell identifier */
 	size_t nenv;
+	int hold;               /* not placed until released */
+	long long begin;        /* epoch ms, whole seconds: not placed before; 0 = none */
+	/* Job IDs (distinct, each lower than the job's own): placed once
+	 * every `after` job has succeeded, and every `after_any` job has
+	 * ended. */
+	long long *after, *after_any;
+	size_t nafter, nafter_any;
 };
 
 /*

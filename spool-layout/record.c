@@ -14,6 +14,21 @@
 #include "names.h"
 #include "record.h"
 
+char *queued_reason(const struct job_def *d, long long now)
+{
+	char *t, *r;
+
+	if (d->hold)
+		return strdup("held");
+	if (d->begin <= now)
+		return strdup("waiting to be scheduled");
+	if (!(t = rfc3339(d->begin)))
+		return NULL;
+	r = xasprintf("begins at %s", t);
+	free(t);
+	return r;
+}
+
 static const char *const js_names[JS_N] = {
 	"queued", "running", "pausing", "paused",
 	"succeeded", "failed", "cancelled", "lost",
@@ -107,6 +122,21 @@ static int add_ints(cJSON *o, const char *key, const int *v, size_t n)
 	return 0;
 }
 
+static int add_lls(cJSON *o, const char *key, const long long *v, size_t n)
+{
+	cJSON *a = cJSON_AddArrayToObject(o, key);
+
+	if (!a)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		cJSON *x = cJSON_CreateNumber((double)v[i]);
+
+		if (!x || !cJSON_AddItemToArray(a, x))
+			return -1;
+	}
+	return 0;
+}
+
 static int add_strs(cJSON *o, const char *key, char *const *v, size_t n)
 {
 	cJSON *a = cJSON_AddArrayToObject(o, key);
@@ -181,7 +211,8 @@ static int add_common(cJSON *o, const struct job *j)
 		   add_strs(o, "gpu_uuids", NULL, 0)) {
 		return -1;
 	}
-	return 0;
+	return add_lls(o, "after", j->def.after, j->def.nafter) ||
+	       add_lls(o, "after_any", j->def.after_any, j->def.nafter_any) ? -1 : 0;
 }
 
 static int add_tail(cJSON *o, const struct job *j, int with_ms)

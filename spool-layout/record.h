@@ -70,6 +70,9 @@ char *job_to_json(const struct job *j);
 int job_from_json(const char *buf, size_t len, struct job *j, struct cb_err *err);
 /* One element of `status --json` "jobs" (LAYOUT.md, SPEC §2). */
 cJSON *job_status_json(const struct job *j);
+/* The reason of a job queued now (NOW, epoch ms) by what it asks:
+ * "held", "begins at TIME", or "waiting to be scheduled"; malloc'd. */
+char *queued_reason(const struct job_def *d, long long now);
 /* Last attempt, or NULL. */
 struct attempt *job_last_attempt(const struct job *j);
 struct attempt *job_new_attempt(struct job *j);    /* appended, zeroed, n set */

@@ -123,6 +123,67 @@ char *rfc3339(long long ms)
 	return strdup(buf);
 }
 
+/* N digits at *P, in [lo, hi]; *P moved past them. */
+static int digits(const char **p, int n, int lo, int hi, int *out)
+{
+	int v = 0;
+
+	for (int i = 0; i < n; i++, (*p)++) {
+		if (**p < '0' || **p > '9')
+			return -1;
+		v = v * 10 + (**p - '0');
+	}
+	if (v < lo || v > hi)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int rfc3339_parse(const char *s, long long *ms)
+{
+	static const int mdays[] = { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+	int y, mo, d, h, mi, sec, oh = 0, om = 0, sign = 0;
+	long long days;
+
+	if (digits(&s, 4, 1970, 9999, &y) || *s++ != '-' || digits(&s, 2, 1, 12, &mo) ||
+	    *s++ != '-' || digits(&s, 2, 1, mdays[mo - 1], &d) ||
+	    (*s != 'T' && *s != 't' && *s != ' ') || !*s++ || digits(&s, 2, 0, 23, &h) ||
+	    *s++ != ':' || digits(&s, 2, 0, 59, &mi) || *s++ != ':' ||
+	    digits(&s, 2, 0, 60, &sec))
+		return -1;
+	if (mo == 2 && d == 29 && (y % 4 || (y % 100 == 0 && y % 400)))
+		return -1;
+	if (*s == '.') {
+		if (*++s < '0' || *s > '9')
+			return -1;
+		while (*s >= '0' && *s <= '9')
+			s++;
+	}
+	if (*s == 'Z' || *s == 'z') {
+		s++;
+	} else if (*s == '+' || *s == '-') {
+		sign = *s++ == '+' ? 1 : -1;
+		if (digits(&s, 2, 0, 23, &oh) || *s++ != ':' || digits(&s, 2, 0, 59, &om))
+			return -1;
+	} else {
+		return -1;
+	}
+	if (*s)
+		return -1;
+	/* Days since 1970-01-01 of the civil date (Howard Hinnant's). */
+	{
+		int yy = mo <= 2 ? y - 1 : y;
+		int era = yy / 400, yoe = yy - era * 400;
+		int doy = (153 * (mo + (mo > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+		int doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+
+		days = (long long)era * 146097 + doe - 719468;
+	}
+	*ms = ((days * 86400 + h * 3600 + mi * 60 + (sec == 60 ? 59 : sec)) -
+	       sign * (oh * 3600 + om * 60)) * 1000;
+	return *ms < 0 ? -1 : 0;
+}
+
 int parse_ll(const char *s, long long lo, long long hi, long long *out)
 {
 	const char *p = s;

@@ -38,6 +38,10 @@ void sbuf_free(struct sbuf *b);
 /* RFC 3339 UTC text of a wall clock time in ms (now_ms, base.h):
  * "2026-11-29T08:13:54Z", always second precision; malloc'd. */
 char *rfc3339(long long ms);
+/* The other way: "YYYY-MM-DDTHH:MM:SS" (T or t, or one space), an
+ * optional fraction (dropped: whole seconds), then Z, z or +HH:MM /
+ * -HH:MM; years 1970-9999.  0 with *MS, or -1. */
+int rfc3339_parse(const char *s, long long *ms);
 
 /* Parse a decimal long long in [lo, hi]; the whole string must be
  * digits with an optional leading '-'.  0 or -1. */

@@ -231,6 +231,35 @@ static char *placement_problem(const struct daemon *d, const struct job_def *jd)
 	return NULL;
 }
 
+/* Job ID's dependencies are earlier jobs, each found in the spool
+ * (one of the same batch is in incoming/ by now). */
+static char *dep_problem(struct daemon *d, const struct job_def *jd, long long id)
+{
+	const long long *lists[] = { jd->after, jd->after_any };
+	const size_t n[] = { jd->nafter, jd->nafter_any };
+
+	for (int l = 0; l < 2; l++)
+		for (size_t i = 0; i < n[l]; i++) {
+			const char *key = l ? "after_any" : "after";
+			struct cb_err err = { 0 };
+			enum spool_dir dir;
+			struct job j;
+			char *name = NULL;
+			int r;
+
+			if (lists[l][i] >= id)
+				return xasprintf("%s: job %lld is not an earlier job", key, lists[l][i]);
+			r = spool_find(&d->sp, lists[l][i], &j, &dir, &name, &err);
+			cb_err_free(&err);
+			free(name);
+			if (r > 0)
+				job_free(&j);
+			if (r == 0)
+				return xasprintf("%s: no such job %lld", key, lists[l][i]);
+		}
+	return NULL;
+}
+
 /*
  * Step 4 for S, in incoming/: its record, or the reason it is refused.
  * 1: S->j is the record to queue; 0: S is dealt with (rejected, or a
@@ -274,7 +303,7 @@ static int prepare(struct daemon *d, struct sub *s)
 		return 0;
 	}
 	free(buf);
-	if ((why = placement_problem(d, &s->j.def))) {
+	if ((why = placement_problem(d, &s->j.def)) || (why = dep_problem(d, &s->j.def, s->seq))) {
 		reject(d, s->in, s->seq, orig, why);
 		free(why);
 		return 0;
@@ -283,7 +312,7 @@ static int prepare(struct daemon *d, struct sub *s)
 	s->j.state = JS_QUEUED;
 	s->j.priority = s->j.def.priority;
 	s->j.submitted = s->j.queued_at = now_ms();
-	s->j.reason = strdup("waiting to be scheduled");
+	s->j.reason = queued_reason(&s->j.def, now_ms());
 	return s->j.reason ? 1 : 0;
 }
 

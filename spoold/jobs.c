@@ -181,6 +181,8 @@ static void follow(struct daemon *d, struct job *j, enum job_state from, enum jo
 	struct qent *qe = q_find(d, j->id);
 	struct rent *re = r_find(d, j->id);
 	const struct attempt *at = job_last_attempt(j);
+	/* A queued job whose place or eligibility changed is queued anew. */
+	int requeue = ev == EV_PROMOTE || ev == EV_HOLD || ev == EV_RELEASE;
 
 	if (re && node_ev(ev)) {
 		re->launching = 0;
@@ -193,15 +195,17 @@ static void follow(struct daemon *d, struct job *j, enum job_state from, enum jo
 	else if (written)
 		logmsg("job %lld: %s%s%s", j->id, job_state_name(j->state), j->reason ? ": " : "",
 		       j->reason ? j->reason : "");
-	if (qe && (j->state != JS_QUEUED || ev == EV_PROMOTE)) {
+	if (qe && (j->state != JS_QUEUED || requeue)) {
 		q_remove(d, qe);
 		qent_free(qe);
 		d->dirty = 1;
 	}
 	/* Queued again before the attempt is let go: a cancel kept for it
 	 * then finds the job in the queue. */
-	if (j->state == JS_QUEUED && (from != JS_QUEUED || ev == EV_PROMOTE))
+	if (j->state == JS_QUEUED && (from != JS_QUEUED || requeue))
 		enqueue(d, j);
+	if (written && job_state_final(j->state) && !job_state_final(from))
+		deps_ended(d, j->id, j->state);
 	if (re && running_state(from) && !running_state(j->state)) {
 		/* The node's word that it ended hands its cards over; a
 		 * launch that found them busy takes its leases back. */
@@ -275,7 +279,7 @@ void effect_run(struct daemon *d, const struct effect *ef)
  * no row (the job is in no state that takes EV), or not found; -1: the
  * record could not be read or written (said; write_failed stalls).
  */
-static int job_step(struct daemon *d, long long id, enum job_event ev, const struct ev_arg *a)
+int job_step(struct daemon *d, long long id, enum job_event ev, const struct ev_arg *a)
 {
 	const struct transition *t;
 	struct cb_err err = { 0 };
@@ -681,10 +685,12 @@ int apply_ctl(struct daemon *d, const char *name)
 		static const enum job_event ev_of[] = {
 			[CTL_CANCEL] = EV_CANCEL, [CTL_PROMOTE] = EV_PROMOTE,
 			[CTL_PAUSE] = EV_PAUSE, [CTL_RESUME] = EV_RESUME,
+			[CTL_HOLD] = EV_HOLD, [CTL_RELEASE] = EV_RELEASE,
 		};
 		static const char *const refused[] = {
 			[CTL_CANCEL] = "not queued, running or paused", [CTL_PROMOTE] = "not queued",
 			[CTL_PAUSE] = "not running", [CTL_RESUME] = "not paused",
+			[CTL_HOLD] = "not queued", [CTL_RELEASE] = "not queued",
 		};
 		struct qent *qe = q_find(d, id);
 		struct ev_arg a = { .prio = qe ? promoted(d, qe, arg) : arg };

@@ -621,6 +621,12 @@ static int timers(struct daemon *d)
 		stall_retry(d);
 	if (d->next_reconcile && now >= d->next_reconcile)
 		reconcile_all(d);
+	if (d->next_begin && now >= d->next_begin) {
+		d->next_begin = 0;
+		d->dirty = 1;
+	}
+	if (d->next_begin && d->next_begin < next)
+		next = d->next_begin;
 	if (d->next_poll && now >= d->next_poll) {
 		for (size_t k = 0; k < d->nnodes; k++)
 			d->nodes[k].fresh = 0;
@@ -680,6 +686,7 @@ static void free_daemon(struct daemon *d)
 	}
 	free(d->r);
 	turn_free(d);
+	deps_free(d);
 	spool_close(&d->sp);
 	config_free(&d->cfg);
 }

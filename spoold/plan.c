@@ -240,6 +240,20 @@ static size_t node_for(const struct pass *p, const struct plan_job *j)
 	return k;
 }
 
+/* May J be placed at NOW: not held, its begin come?  A begin still to
+ * come is noted in OUT's wake_at. */
+static int eligible(const struct plan_job *j, long long now, struct plan_out *out)
+{
+	if (j->held || j->blocked)
+		return 0;
+	if (j->begin > now) {
+		if (!out->wake_at || j->begin < out->wake_at)
+			out->wake_at = j->begin;
+		return 0;
+	}
+	return 1;
+}
+
 int plan(const struct plan_in *in, long long now, struct plan_out *out)
 {
 	struct pass p = { .in = in, .out = out };
@@ -250,7 +264,8 @@ int plan(const struct plan_in *in, long long now, struct plan_out *out)
 	for (size_t k = 0; k < in->nnodes; k++)
 		p.ncards += in->nodes[k].ngpus;
 	for (size_t j = 0; j < in->njobs; j++)
-		ncpu += in->jobs[j].need == 0;
+		ncpu += in->jobs[j].need == 0 && !in->jobs[j].held && !in->jobs[j].blocked &&
+			in->jobs[j].begin <= now;
 	p.card = calloc(p.ncards + 1, 1);
 	p.base = malloc((in->nnodes + 1) * sizeof *p.base);
 	out->cards = malloc((p.ncards + 1) * sizeof *out->cards);
@@ -269,6 +284,8 @@ int plan(const struct plan_in *in, long long now, struct plan_out *out)
 		size_t k;
 		char *why;
 
+		if (!eligible(job, now, out))
+			continue;
 		/* No free card and no CPU job left: nothing more can be
 		 * placed, and the pass costs the work, not the queue. */
 		if (!nfree && !ncpu) {
@@ -303,6 +320,22 @@ oom:
 	free(p.base);
 	plan_free(out);
 	return -1;
+}
+
+enum dep_verdict plan_deps(const struct plan_dep *v, size_t n, size_t *which)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!v[i].any && (v[i].state == JS_N ||
+				  (job_state_final(v[i].state) && v[i].state != JS_SUCCEEDED))) {
+			*which = i;
+			return DEP_CANCEL;
+		}
+	for (size_t i = 0; i < n; i++)
+		if (v[i].state != JS_N && !job_state_final(v[i].state)) {
+			*which = i;
+			return DEP_WAIT;
+		}
+	return DEP_READY;
 }
 
 void plan_free(struct plan_out *out)

@@ -15,6 +15,10 @@
  *
  * The rules, job by job in dispatch order:
  *
+ *   - A held job (`hold`) is not placed, holds nothing and is not
+ *     waiting for cards; nor is a job waiting for its dependencies
+ *     (`blocked`: plan_deps below), nor a job whose `begin` is later
+ *     than NOW; the earliest such begin is WAKE_AT, when a pass is due.
  *   - A job may use every node, or only the one it names (`node`).
  *   - A node is usable for GPU jobs when its snapshot is known and
  *     fresh, or in the pass right after a handoff (fresh or not).
@@ -71,6 +75,9 @@ struct plan_job {
 	size_t ngpus;
 	const char *node;       /* the only node it may use, or NULL */
 	int never_noted;        /* its "can never fit" reason is on disk */
+	int held;               /* `hold`: not placed until released */
+	int blocked;            /* a dependency has not ended as it must */
+	long long begin;        /* wall ms: not placed before (0: none) */
 };
 
 struct plan_in {
@@ -109,9 +116,29 @@ struct plan_out {
 	struct plan_hold *hold;
 	size_t nhold;
 	int waiting;                    /* GPU jobs wait: read the cards again soon */
+	long long wake_at;              /* wall ms of the earliest begin still to come, or 0 */
 	int *cards;                     /* the placements' CARDS point here */
 	size_t ncards;
 };
+
+/*
+ * What a queued job's dependencies say, in the order the job lists them
+ * (`after`, then `after_any`), each with the state its job is in
+ * (JS_N: it has no record any more):
+ *   DEP_CANCEL  an `after` job ended other than succeeded (or has no
+ *               record): the job is cancelled, "dependency ID ended
+ *               STATE"; *WHICH is the first such;
+ *   DEP_WAIT    else a job listed has not ended: *WHICH, the first;
+ *   DEP_READY   else: it may be placed.
+ * An `after_any` job with no record counts as ended.
+ */
+struct plan_dep {
+	long long id;
+	int any;                /* listed in after_any */
+	enum job_state state;
+};
+enum dep_verdict { DEP_READY, DEP_WAIT, DEP_CANCEL };
+enum dep_verdict plan_deps(const struct plan_dep *v, size_t n, size_t *which);
 
 /* One pass over IN at NOW: 0 with OUT, or -1 (out of memory) with OUT
  * empty. */

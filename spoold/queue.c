@@ -114,6 +114,8 @@ int q_insert(struct daemon *d, struct qent *e)
 	d->q[pos] = e;
 	d->nq++;
 	h_put(d, e);
+	if (e->blocked)
+		d->deps_due = 1;        /* deps.c looks at it before the next pass */
 	return 0;
 }
 
@@ -159,6 +161,18 @@ struct qent *qent_from_job(const struct job *j, const char *name)
 	e->prio = j->priority;
 	e->queued_at = j->queued_at;
 	e->need = jobdef_gpu_need(&j->def);
+	e->held = j->def.hold;
+	e->begin = j->def.begin;
+	if ((j->def.nafter && !(e->after = malloc(j->def.nafter * sizeof *e->after))) ||
+	    (j->def.nafter_any && !(e->after_any = malloc(j->def.nafter_any * sizeof *e->after_any))))
+		goto fail;
+	if (j->def.nafter)
+		memcpy(e->after, j->def.after, j->def.nafter * sizeof *e->after);
+	if (j->def.nafter_any)
+		memcpy(e->after_any, j->def.after_any, j->def.nafter_any * sizeof *e->after_any);
+	e->nafter = j->def.nafter;
+	e->nafter_any = j->def.nafter_any;
+	e->blocked = e->nafter || e->nafter_any;        /* until deps.c has looked */
 	if (!(e->name = strdup(name)) || (node && !(e->node = strdup(node))))
 		goto fail;
 	if (j->def.ngpus) {
@@ -180,6 +194,8 @@ void qent_free(struct qent *e)
 	free(e->name);
 	free(e->gpus);
 	free(e->node);
+	free(e->after);
+	free(e->after_any);
 	free(e);
 }
 

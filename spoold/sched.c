@@ -182,7 +182,9 @@ static struct plan_in plan_input(const struct daemon *d, struct plan_job *jobs,
 
 		jobs[i] = (struct plan_job){ .id = e->id, .need = e->need, .queued_at = e->queued_at,
 					     .gpus = e->gpus, .ngpus = e->ngpus, .node = e->node,
-					     .never_noted = e->never_noted };
+					     .never_noted = e->never_noted, .held = e->held,
+					     .blocked = e->blocked,
+					     .begin = e->begin };
 	}
 	for (size_t k = 0; k < d->nnodes; k++) {
 		const struct node *n = &d->nodes[k];
@@ -253,6 +255,10 @@ int schedule(struct daemon *d)
 	int r = -1;
 
 	d->dirty = 0;
+	d->next_begin = 0;
+	/* Before the queue is read: it may cancel jobs (and make another
+	 * pass due for their dependants). */
+	deps_pass(d);
 	if (!d->nq) {
 		for (size_t k = 0; k < d->nnodes; k++)
 			d->nodes[k].handoff = 0;        /* nobody to hand to */
@@ -293,6 +299,8 @@ int schedule(struct daemon *d)
 		if (d->nq && wants_query(d, n))
 			query_start(d, n);
 	}
+	/* A begin to come: a pass then (the clocks differ: wall to mono). */
+	d->next_begin = out.wake_at ? mono_now() + (out.wake_at - now) : 0;
 	if (!out.waiting)
 		d->next_poll = 0;
 	else if (!d->next_poll)

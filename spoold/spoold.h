@@ -10,6 +10,7 @@
 
 #include "spool.h"
 #include "node.h"
+#include "table.h"
 
 /* Timers (ms).  Documented in AGENTS.md and cardbaton-spoold(1). */
 #define RECONCILE_MS 5000       /* ask each node about its running attempts */
@@ -82,6 +83,13 @@ struct qent {
 	size_t ngpus;
 	char *node;                     /* pinned (or checkpoint) node, or NULL */
 	int never_noted;                /* its "can never fit" reason is on disk */
+	int held;                       /* `hold` */
+	long long begin;                /* wall ms, or 0 */
+	long long *after, *after_any;   /* its dependencies (deps.c) */
+	size_t nafter, nafter_any;
+	int blocked;                    /* one has not ended as it must */
+	long long waits_for;            /* the job its reason names, or 0 */
+	unsigned long dep_gen;          /* d->dep_gen when last looked at */
 };
 
 /* A running or pausing job. */
@@ -114,6 +122,13 @@ struct daemon {
 	int lockfd;                     /* SPOOL/lock, held */
 	int dirty;                      /* a scheduling pass is due */
 	long long next_reconcile, next_poll;    /* mono ms, 0 = none */
+	long long next_begin;           /* mono ms: a queued job's begin comes, or 0 */
+	/* Dependencies (deps.c): the final states seen, by job ID; a
+	 * count bumped by every job's end; a look at the queue due. */
+	struct ended *ended;
+	size_t ecap, eused;
+	unsigned long dep_gen;
+	int deps_due;
 	/* The spool could not be written for a temporary reason (full
 	 * disk, read-only): every change waits in place (jobs.c
 	 * write_failed) and is retried from stall_retry_at on. */
@@ -169,6 +184,9 @@ int accept_incoming(struct daemon *d, char *const *names, size_t n);
 const char *read_problem(int e);
 
 /* jobs.c: the transitions (job_step applies table.c's rows) */
+/* EV happens to job ID: 1 a row applied, 0 none (or not found), -1 the
+ * record could not be read or staged. */
+int job_step(struct daemon *d, long long id, enum job_event ev, const struct ev_arg *a);
 int apply_ctl(struct daemon *d, const char *name);
 void cancel_after_attempt(struct daemon *d, long long id, const char *req);
 /* E cannot be placed for a reason worth showing: its record's reason
@@ -201,6 +219,12 @@ int turn_commit(struct daemon *d);
 void turn_free(struct daemon *d);
 /* jobs.c: an effect, run */
 void effect_run(struct daemon *d, const struct effect *ef);
+
+/* deps.c: the queued jobs' dependencies, before each scheduling pass */
+void deps_pass(struct daemon *d);
+/* Job ID has reached final state S (jobs.c follow). */
+void deps_ended(struct daemon *d, long long id, enum job_state s);
+void deps_free(struct daemon *d);
 
 /* sched.c */
 int schedule(struct daemon *d);

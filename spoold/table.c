@@ -84,6 +84,24 @@ static int edit_wait(struct job *j, const struct ev_arg *e, long long now)
 	return set_reason(j, r);
 }
 
+/* Its reason, if not that already: E's, or what the job asks. */
+static int edit_blocked(struct job *j, const struct ev_arg *e, long long now)
+{
+	char *r = e->why ? strdup(e->why) : queued_reason(&j->def, now);
+
+	if (r && j->reason && !strcmp(j->reason, r)) {
+		free(r);
+		return 0;
+	}
+	return set_reason(j, r);
+}
+
+static int edit_dependency(struct job *j, const struct ev_arg *e, long long now)
+{
+	j->finished = now;
+	return set_reason(j, strdup(e->why));
+}
+
 /* ---- what the node says of the attempt ------------------------------- */
 
 static int set_uuids(struct attempt *a, const struct wire_rec *w)
@@ -270,6 +288,27 @@ static int edit_promote(struct job *j, const struct ev_arg *e, long long now)
 	return 1;
 }
 
+static int edit_hold(struct job *j, const struct ev_arg *e, long long now)
+{
+	(void)e;
+	(void)now;
+	if (j->def.hold)
+		return 0;
+	j->def.hold = 1;
+	j->def.set |= JF_HOLD;
+	return set_reason(j, strdup("held"));
+}
+
+static int edit_release(struct job *j, const struct ev_arg *e, long long now)
+{
+	(void)e;
+	if (!j->def.hold)
+		return 0;
+	j->def.hold = 0;
+	j->def.set &= ~(unsigned)JF_HOLD;
+	return set_reason(j, queued_reason(&j->def, now));
+}
+
 /* ---- the table ---------------------------------------------------------- */
 
 #define ROW(ev, state, fn) [ev] = { state, fn, 1 }
@@ -290,7 +329,11 @@ static const struct transition rows[JS_N][EV_N] = {
 		ROW(EV_PLACE, JS_RUNNING, edit_place),
 		ROW(EV_CANCEL, JS_CANCELLED, edit_cancel_idle),
 		ROW(EV_PROMOTE, JS_QUEUED, edit_promote),
+		ROW(EV_HOLD, JS_QUEUED, edit_hold),
+		ROW(EV_RELEASE, JS_QUEUED, edit_release),
 		ROW(EV_WAIT, JS_QUEUED, edit_wait),
+		ROW(EV_BLOCKED, JS_QUEUED, edit_blocked),
+		ROW(EV_DEPENDENCY, JS_CANCELLED, edit_dependency),
 	},
 	[JS_RUNNING] = {
 		ROW(EV_BUSY, JS_QUEUED, edit_busy),
@@ -316,7 +359,9 @@ static const char *const event_names[EV_N] = {
 	[EV_PAUSED] = "paused", [EV_PAUSED_AT_LIMIT] = "paused-at-limit",
 	[EV_SUCCEEDED] = "succeeded", [EV_FAILED] = "failed", [EV_CANCELLED] = "cancelled",
 	[EV_LOST] = "lost", [EV_CANCEL] = "cancel", [EV_PAUSE] = "pause",
-	[EV_RESUME] = "resume", [EV_PROMOTE] = "promote", [EV_WAIT] = "wait",
+	[EV_RESUME] = "resume", [EV_PROMOTE] = "promote", [EV_HOLD] = "hold",
+	[EV_RELEASE] = "release", [EV_WAIT] = "wait", [EV_BLOCKED] = "blocked",
+	[EV_DEPENDENCY] = "dependency",
 };
 
 const struct transition *transition(enum job_state s, enum job_event ev)

@@ -38,13 +38,18 @@ enum job_event {
 	EV_PAUSE,               /* request: pause */
 	EV_RESUME,              /* request: resume */
 	EV_PROMOTE,             /* request: promote */
+	EV_HOLD,                /* request: hold */
+	EV_RELEASE,             /* request: release */
 	EV_WAIT,                /* the scheduler: why it cannot be placed */
+	EV_BLOCKED,             /* deps.c: what it waits for (a job), or no longer */
+	EV_DEPENDENCY,          /* deps.c: a job it must follow ended otherwise */
 	EV_N
 };
 
 /* What an event brings. */
 struct ev_arg {
-	const char *why;        /* EV_BUSY, EV_REFUSED, EV_WAIT; a node's reason */
+	const char *why;        /* EV_BUSY, EV_REFUSED, EV_WAIT, EV_BLOCKED (NULL: what
+				   it asks, queued_reason), EV_DEPENDENCY; a node's reason */
 	const char *node;       /* EV_PLACE: the node's name */
 	size_t node_index;      /* ... its index in the config */
 	const int *gpus;        /* ... the cards */

@@ -316,6 +316,68 @@ asan() { ldd "$CB_BUILD/cardbaton-submit" 2>/dev/null | grep -q libasan; }
 	sub --priority 99999999 --gpus 1023 --timeout 0 -- true >/dev/null
 }
 
+@test "workflow fields: hold, begin, after, after_any of the wrong kind are 65 file:line: key; rejected in new/; their flags 64" {
+	make_spool
+	local cases=(
+		'hold: yes|must be true or false'
+		'hold: 1|must be true or false'
+		'hold: [true]|must be true or false'
+		'begin: +3s|not an RFC 3339 time (like 2026-12-01T18:00:00Z)'
+		'begin: 2026-02-30T00:00:00Z|not an RFC 3339 time (like 2026-12-01T18:00:00Z)'
+		'begin: 1969-12-31T23:59:59Z|not an RFC 3339 time (like 2026-12-01T18:00:00Z)'
+		'begin: 10000-01-01T00:00:00Z|not an RFC 3339 time (like 2026-12-01T18:00:00Z)'
+		'begin: 2026-12-01T18:00:00|not an RFC 3339 time (like 2026-12-01T18:00:00Z)'
+		'after: []|must list at least one job ID'
+		'after: 5|must be a list'
+		'after: {a: 1}|must be a list'
+	)
+	local c k=0 line want
+	for c in "${cases[@]}"; do
+		k=$((k + 1))
+		line=${c%%|*}
+		want="wf$k.job:2: ${line%%:*}: ${c#*|}"
+		printf 'command: [true]\n%s\n' "$line" > "wf$k.job"
+		refused "wf$k.job" "$want"
+		printf '%s\n' "$want" > "wf$k.job.want"
+	done
+	printf 'command: [true]\nafter: [1, 1]\n' > wfdup.job
+	refused wfdup.job "wfdup.job:2: after[1]: 1 is listed twice"
+	printf '%s\n' "wfdup.job:2: after[1]: 1 is listed twice" > wfdup.job.want
+	printf 'command: [true]\nafter_any: [99999999999]\n' > wfbig.job
+	refused wfbig.job "wfbig.job:2: after_any[0]: must be between 1 and 9999999999"
+	printf '%s\n' "wfbig.job:2: after_any[0]: must be between 1 and 9999999999" > wfbig.job.want
+	# 1025 IDs: more than JOB_MAX_DEPS.
+	{ printf 'command: [true]\nafter: ['; seq -s, 1 1025 | tr -d '\n'; printf ']\n'; } > wfmany.job
+	run --separate-stderr sub --job wfmany.job
+	failed 65 cardbaton-submit
+	once
+	for w in wf*.job.want; do
+		rejected_as "${w%.want}" "$(cat "$w")"
+	done
+	nothing_queued
+	for v in '' x 1,,2 0 -1 1.5 99999999999 ' 1' 1,1; do
+		for flag in --after --after-any; do
+			run --separate-stderr sub "$flag" "$v" -- true
+			failed 64 cardbaton-submit
+			[[ $stderr == "cardbaton-submit: $flag: "* ]]
+		done
+	done
+	for v in '' + +x +1y +-1 ++1 +99999999999d 2026-12-01T18:00:00 now; do
+		run --separate-stderr sub --begin "$v" -- true
+		failed 64 cardbaton-submit
+		[[ $stderr == "cardbaton-submit: --begin: "* ]]
+	done
+	for tool in cardbaton-hold cardbaton-release; do
+		run --separate-stderr "$tool" --config "$C"
+		failed 64 "$tool"
+		run --separate-stderr "$tool" --config "$C" 1 ../2
+		failed 64 "$tool"
+		run --separate-stderr "$tool" --config "$C" 12345
+		failed 66 "$tool"
+	done
+	nothing_queued
+}
+
 # ---- command, cwd, env ----------------------------------------------------------
 
 @test "command: empty, null, a mapping, nested, an empty first word or a NUL are refused; scalars in the list are their text" {

@@ -22,7 +22,7 @@ installed_files() {
 	local t m
 	echo usr/bin/cardbaton
 	echo usr/bin/sshgpu
-	for t in submit status logs promote pause resume cancel gpus bootstrap spoold run worker; do
+	for t in submit status logs promote pause resume cancel hold release gpus bootstrap spoold run worker; do
 		echo "usr/bin/cardbaton-$t"
 	done
 	echo usr/libexec/cardbaton/cardbaton-worker-static
@@ -101,8 +101,10 @@ complete_line() {
 	run complete_line cardbaton pa
 	[ "$status" -eq 0 ]
 	[ "$output" = pause ]
-	run complete_line sshgpu re
+	run complete_line sshgpu res
 	[ "$output" = resume ]
+	run complete_line cardbaton rel
+	[ "$output" = release ]
 	run complete_line cardbaton submit --no
 	[ "$output" = --node ]
 	run complete_line cardbaton-status --js

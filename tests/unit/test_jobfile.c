@@ -74,7 +74,11 @@ static int jd_eq(const struct job_def *a, const struct job_def *b)
 	       a->gpu_count == b->gpu_count && a->priority == b->priority &&
 	       a->timeout_seconds == b->timeout_seconds &&
 	       a->checkpoint_grace_seconds == b->checkpoint_grace_seconds &&
-	       strv_eq(a->env, a->nenv, b->env, b->nenv);
+	       strv_eq(a->env, a->nenv, b->env, b->nenv) && a->hold == b->hold &&
+	       a->begin == b->begin && a->nafter == b->nafter && a->nafter_any == b->nafter_any &&
+	       (!a->nafter || !memcmp(a->after, b->after, a->nafter * sizeof *a->after)) &&
+	       (!a->nafter_any ||
+		!memcmp(a->after_any, b->after_any, a->nafter_any * sizeof *a->after_any));
 }
 
 static const char full_yaml[] =
@@ -626,6 +630,9 @@ static void test_round_trip(void)
 		"command: [a]\npriority: -99999999\ntimeout_seconds: 315360000\n"
 		"checkpoint_grace_seconds: 0\ngpus: [1023, 0]\n",
 		"command: [a]\nresume_command: [r, \"x y\", '$Z', \"\\t\", \"\xc3\xa9\"]\n",
+		"command: [a]\nhold: true\nbegin: 2026-12-01T18:00:00+01:30\n"
+		"after: [3, 1, 9999999999]\nafter_any: [2]\n",
+		"command: [a]\nhold: false\nbegin: \"1970-01-01T00:00:01.5Z\"\n",
 	};
 
 	for (size_t i = 0; i < sizeof docs / sizeof *docs; i++) {
@@ -801,6 +808,41 @@ static void test_merge(void)
 	jobdef_free(&dst);
 }
 
+/* hold, begin, after, after_any: values, and what is refused. */
+static void test_workflow_fields(void)
+{
+	struct job_def jd;
+
+	CHECK(parse("command: [a]\nhold: true\nbegin: 2026-12-01t17:00:00.999z\n"
+		    "after: [4, 2]\nafter_any: [3]\n", &jd) == 0);
+	CHECK(jd.set == (JF_COMMAND | JF_HOLD | JF_BEGIN | JF_AFTER | JF_AFTER_ANY));
+	CHECK(jd.hold == 1 && jd.begin == 1796144400000LL);
+	CHECK(jd.nafter == 2 && jd.after[0] == 4 && jd.after[1] == 2);
+	CHECK(jd.nafter_any == 1 && jd.after_any[0] == 3);
+	jobdef_free(&jd);
+	CHECK(parse("command: [a]\nbegin: 2024-02-29 23:59:60-00:30\n", &jd) == 0);
+	CHECK(jd.begin == 1709252999000LL);
+	jobdef_free(&jd);
+	CHECK_STR(bad("command: [a]\nhold: yes\n"), "job.yaml:2: hold: must be true or false");
+	CHECK_STR(bad("command: [a]\nbegin: tomorrow\n"),
+		  "job.yaml:2: begin: not an RFC 3339 time (like 2026-12-01T18:00:00Z)");
+	for (const char *const *t = (const char *const[]){
+		     "+3s", "2026-12-01T18:00:00", "2026-02-29T00:00:00Z", "2026-12-01T24:00:00Z",
+		     "1969-12-31T23:59:59Z", "2026-12-01T18:00:00+24:00", "2026-12-01T18:00:00Zx",
+		     "2026-12-01T18:00:00.Z", "2026-1-01T18:00:00Z", "", NULL }; *t; t++) {
+		long long ms;
+
+		CHECK(rfc3339_parse(*t, &ms) == -1);
+	}
+	CHECK_STR(bad("command: [a]\nafter: []\n"), "job.yaml:2: after: must list at least one job ID");
+	CHECK_STR(bad("command: [a]\nafter: [1, 1]\n"), "job.yaml:2: after[1]: 1 is listed twice");
+	CHECK_STR(bad("command: [a]\nafter: [0]\n"),
+		  "job.yaml:2: after[0]: must be between 1 and 9999999999");
+	CHECK_STR(bad("command: [a]\nafter_any: 3\n"), "job.yaml:2: after_any: must be a list");
+	CHECK_STR(bad("command: [a]\nafter_any: [x]\n"),
+		  "job.yaml:2: after_any[0]: must be an integer");
+}
+
 int main(void)
 {
 	test_full();
@@ -813,6 +855,7 @@ int main(void)
 	test_round_trip();
 	test_from_json();
 	test_merge();
+	test_workflow_fields();
 	cb_err_free(&e);
 	return T_DONE();
 }

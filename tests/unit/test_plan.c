@@ -499,6 +499,75 @@ static void test_stop(void)
 	CHECK_STR(why(2), "no node has GPU 7 (a has 0-1)");
 }
 
+/* Held, blocked and not-yet-begun jobs: not placed, holding nothing,
+ * not waiting for cards, not in the way; the earliest begin to come is
+ * when a pass is due. */
+static void test_not_yet(void)
+{
+	struct plan_job *j;
+
+	setup(1, 2, "");
+	in.reserve_after_seconds = 0;
+	add(2)->held = 1;
+	add(1)->blocked = 1;
+	add(1)->begin = NOW + 5000;
+	add(1)->begin = NOW + 2000;
+	PLAN(NOW, "", "");
+	CHECK(!out.waiting && out.nwhy == 0);
+	CHECK(out.wake_at == NOW + 2000);
+	PLAN(NOW + 2000, "4@a:0", "");
+	CHECK(out.wake_at == NOW + 5000);
+	PLAN(NOW + 5000, "3@a:0 4@a:1", "");
+	CHECK(out.wake_at == 0);
+	/* Released, it is an ordinary job again: first in line. */
+	job[0].held = 0;
+	PLAN(NOW + 5000, "1@a:0,1", "");
+	/* A CPU job that is held does not keep a pass going, nor run. */
+	setup(1, 1, "a0");
+	j = add(0);
+	j->held = 1;
+	add(1);
+	PLAN(NOW, "", "");
+	CHECK(out.waiting);
+	/* A begin time in the past is no obstacle. */
+	setup(1, 1, "");
+	add(1)->begin = NOW - 1;
+	PLAN(NOW, "1@a:0", "");
+	CHECK(out.wake_at == 0);
+}
+
+/* plan_deps: a failed `after` cancels, before anything waits; an
+ * unfinished one waits (the first named); after_any only waits. */
+static void test_deps(void)
+{
+	struct plan_dep v[4];
+	size_t w = 99;
+
+	v[0] = (struct plan_dep){ 5, 0, JS_SUCCEEDED };
+	v[1] = (struct plan_dep){ 6, 0, JS_RUNNING };
+	v[2] = (struct plan_dep){ 7, 1, JS_FAILED };
+	v[3] = (struct plan_dep){ 8, 1, JS_QUEUED };
+	CHECK(plan_deps(v, 4, &w) == DEP_WAIT && w == 1);
+	v[1].state = JS_PAUSED;
+	CHECK(plan_deps(v, 4, &w) == DEP_WAIT && w == 1);
+	v[1].state = JS_SUCCEEDED;
+	CHECK(plan_deps(v, 4, &w) == DEP_WAIT && w == 3);
+	v[3].state = JS_LOST;
+	CHECK(plan_deps(v, 4, &w) == DEP_READY);
+	v[3].state = JS_N;      /* an after_any job without a record: ended */
+	CHECK(plan_deps(v, 4, &w) == DEP_READY);
+	v[0].state = JS_QUEUED;
+	v[1].state = JS_CANCELLED;
+	CHECK(plan_deps(v, 4, &w) == DEP_CANCEL && w == 1);
+	v[1].state = JS_N;      /* an after job without a record */
+	CHECK(plan_deps(v, 4, &w) == DEP_CANCEL && w == 1);
+	for (int s = JS_FAILED; s <= JS_LOST; s++) {
+		v[1].state = (enum job_state)s;
+		CHECK(plan_deps(v + 1, 1, &w) == DEP_CANCEL && w == 0);
+	}
+	CHECK(plan_deps(v, 0, &w) == DEP_READY);
+}
+
 int main(void)
 {
 	test_order();
@@ -514,6 +583,8 @@ int main(void)
 	test_never_fits();
 	test_never_noted();
 	test_stop();
+	test_not_yet();
+	test_deps();
 	plan_free(&out);
 	return T_DONE();
 }

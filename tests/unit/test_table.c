@@ -56,6 +56,12 @@ static struct ev_arg arg_for(enum job_event ev, struct wire_rec *w)
 	case EV_WAIT:
 		a.why = "GPU 1: busy";
 		break;
+	case EV_BLOCKED:
+		a.why = "waiting for job 5";
+		break;
+	case EV_DEPENDENCY:
+		a.why = "dependency 5 ended failed";
+		break;
 	case EV_PROMOTE:
 		a.prio = 9;
 		break;
@@ -93,6 +99,9 @@ static const char *reason_for(enum job_state from, enum job_event ev)
 	case EV_LOST: return "lost";
 	case EV_CANCEL: return from == JS_QUEUED || from == JS_PAUSED ? "cancelled by user" : "before";
 	case EV_RESUME: return "resuming on n1";
+	case EV_HOLD: return "held";
+	case EV_BLOCKED: return "waiting for job 5";
+	case EV_DEPENDENCY: return "dependency 5 ended failed";
 	default: return "before";
 	}
 }
@@ -124,7 +133,8 @@ static void walk(void)
 				fprintf(stderr, "  %s + %s: reason \"%s\"\n", job_state_name(s),
 					job_event_name(ev), j.reason ? j.reason : "(null)");
 			if (job_state_final(j.state))
-				CHECK(j.finished == (ev == EV_CANCEL || ev == EV_REFUSED ? NOW : 1700000000900LL));
+				CHECK(j.finished == (ev == EV_CANCEL || ev == EV_REFUSED || ev == EV_DEPENDENCY ?
+						     NOW : 1700000000900LL));
 			if (ev == EV_PLACE) {
 				struct attempt *at = job_last_attempt(&j);
 
@@ -140,6 +150,8 @@ static void walk(void)
 			}
 			if (ev == EV_PROMOTE)
 				CHECK(j.priority == 9);
+			if (ev == EV_HOLD)
+				CHECK(j.def.hold == 1);
 			if (ev == EV_RESUME)
 				CHECK(j.queued_at == NOW);
 			wire_free(&w);
@@ -167,6 +179,27 @@ static void unchanged(void)
 	CHECK(transition_apply(transition(JS_QUEUED, EV_PROMOTE), &j, &a, NOW) == 0);
 	job_free(&j);
 	wire_free(&w);
+	/* Hold, release: once each; a release says what the job waits for. */
+	job_in(&j, JS_QUEUED);
+	a = (struct ev_arg){ 0 };
+	CHECK(transition_apply(transition(JS_QUEUED, EV_RELEASE), &j, &a, NOW) == 0);
+	CHECK(transition_apply(transition(JS_QUEUED, EV_HOLD), &j, &a, NOW) == 1);
+	CHECK(transition_apply(transition(JS_QUEUED, EV_HOLD), &j, &a, NOW) == 0);
+	j.def.begin = NOW + 60000;
+	CHECK(transition_apply(transition(JS_QUEUED, EV_RELEASE), &j, &a, NOW) == 1);
+	CHECK(!j.def.hold && j.reason && !strncmp(j.reason, "begins at ", 10));
+	CHECK(transition_apply(transition(JS_QUEUED, EV_RELEASE), &j, &a, NOW) == 0);
+	/* blocked: written only when the reason changes; NULL: what it asks. */
+	a.why = "waiting for job 5";
+	CHECK(transition_apply(transition(JS_QUEUED, EV_BLOCKED), &j, &a, NOW) == 1);
+	CHECK(transition_apply(transition(JS_QUEUED, EV_BLOCKED), &j, &a, NOW) == 0);
+	a.why = NULL;
+	j.def.begin = 0;
+	CHECK(transition_apply(transition(JS_QUEUED, EV_BLOCKED), &j, &a, NOW) == 1);
+	CHECK_STR(j.reason, "waiting to be scheduled");
+	job_free(&j);
+	CHECK(!transition(JS_RUNNING, EV_HOLD) && !transition(JS_PAUSED, EV_RELEASE));
+	CHECK(!transition(JS_RUNNING, EV_DEPENDENCY));
 	/* Requests a state has no row for are refused. */
 	CHECK(!transition(JS_QUEUED, EV_PAUSE));
 	CHECK(!transition(JS_PAUSING, EV_PAUSE));
@@ -291,7 +324,7 @@ static void agents(void)
 int main(void)
 {
 	walk();
-	CHECK(rows_walked == 28);
+	CHECK(rows_walked == 32);
 	unchanged();
 	agents();
 	return T_DONE();
