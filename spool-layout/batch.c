@@ -48,6 +48,20 @@ void wbatch_free(struct wbatch *b)
 	b->tmpfd = -1;
 }
 
+void wbatch_drop_last(struct wbatch *b)
+{
+	struct wbatch_ent *e;
+
+	if (!b->n)
+		return;
+	e = &b->v[--b->n];
+	if (e->tmp) {
+		unlinkat(b->tmpfd, e->tmp, 0);
+		free(e->tmp);
+	}
+	free(e->name);
+}
+
 int wbatch_add(struct wbatch *b, int tmpfd, int dstfd, const char *name,
 	       const void *buf, size_t len, mode_t mode)
 {

@@ -33,6 +33,8 @@ int wbatch_add(struct wbatch *b, int tmpfd, int dstfd, const char *name,
  * destination directory once.  0 or -1/errno (the files not yet renamed
  * stay staged: wbatch_free removes them). */
 int wbatch_commit(struct wbatch *b, int syncfd);
+/* Take back the file staged last (its temp file removed). */
+void wbatch_drop_last(struct wbatch *b);
 /* Remove what is still staged; B is empty and reusable. */
 void wbatch_free(struct wbatch *b);
 /* A record change's write for a batch: J's record (rev + 1) staged for its

@@ -146,6 +146,27 @@ static int set_str(const struct yx_ctx *c, const struct yx_node *v,
 	return 0;
 }
 
+/* An argv: a list of 1..MAX strings, the first not empty (ssh_command,
+ * on_finish).  *OUT replaced. */
+static int set_argv(const struct yx_ctx *c, const struct yx_node *v, const struct yx_path *p,
+		    size_t max, char ***out, size_t *nout)
+{
+	char **argv;
+	size_t n;
+
+	if (yx_str_list(c, v, p, max, &argv, &n))
+		return -1;
+	yx_strv_free(*out, *nout);
+	*out = argv;
+	*nout = n;
+	if (!argv[0][0]) {
+		struct yx_path ip = { p, NULL, 0 };
+
+		return yx_fail(c, &v->kids[0], &ip, "must not be empty");
+	}
+	return 0;
+}
+
 static int parse_node(const struct yx_ctx *c, const struct yx_node *k,
 		      const struct yx_node *v, const struct yx_path *np,
 		      struct node_conf *nc)
@@ -177,6 +198,8 @@ static int parse_node(const struct yx_ctx *c, const struct yx_node *k,
 			r = yx_int(c, vv, &p, 0, IDLE_MIB_MAX, &nc->idle_mib);
 		} else if (!strcmp(key, "public_key")) {
 			r = set_str(c, vv, &p, &nc->public_key);
+		} else if (!strcmp(key, "on_finish")) {
+			r = set_argv(c, vv, &p, MAX_HOOK_ARGS, &nc->on_finish, &nc->non_finish);
 		} else {
 			r = yx_fail(c, kk, &p, "unknown key");
 		}
@@ -263,19 +286,9 @@ int config_parse(const char *buf, size_t len, const char *fname,
 		} else if (!strcmp(k->s, "remote_state_dir")) {
 			r = set_str(&c, v, &p, &cf->remote_state_dir);
 		} else if (!strcmp(k->s, "ssh_command")) {
-			char **argv;
-			size_t n;
-
-			if (!(r = yx_str_list(&c, v, &p, MAX_SSH_ARGS, &argv, &n))) {
-				yx_strv_free(cf->ssh_command, cf->nssh_command);
-				cf->ssh_command = argv;
-				cf->nssh_command = n;
-				if (!argv[0][0]) {
-					struct yx_path ip = { &p, NULL, 0 };
-
-					r = yx_fail(&c, &v->kids[0], &ip, "must not be empty");
-				}
-			}
+			r = set_argv(&c, v, &p, MAX_SSH_ARGS, &cf->ssh_command, &cf->nssh_command);
+		} else if (!strcmp(k->s, "on_finish")) {
+			r = set_argv(&c, v, &p, MAX_HOOK_ARGS, &cf->on_finish, &cf->non_finish);
 		} else if (!strcmp(k->s, "reserve_after_seconds")) {
 			r = yx_int(&c, v, &p, 0, TIMEOUT_MAX, &cf->reserve_after_seconds);
 		} else if (!strcmp(k->s, "nodes")) {
@@ -472,9 +485,11 @@ void config_free(struct config *c)
 	free(c->spool);
 	free(c->remote_state_dir);
 	yx_strv_free(c->ssh_command, c->nssh_command);
+	yx_strv_free(c->on_finish, c->non_finish);
 	for (size_t i = 0; i < c->nnodes; i++) {
 		struct node_conf *n = &c->nodes[i];
 
+		yx_strv_free(n->on_finish, n->non_finish);
 		free(n->name);
 		free(n->ssh);
 		free(n->gpus);

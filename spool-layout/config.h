@@ -12,6 +12,7 @@
 #define DEFAULT_IDLE_MIB 64
 #define DEFAULT_RESERVE_AFTER 300
 #define DEFAULT_REMOTE_STATE_DIR "~/.local/state/sshgpu-queue"
+#define MAX_HOOK_ARGS 4096      /* on_finish: at most this many strings */
 
 struct node_conf {
 	char *name;
@@ -22,6 +23,8 @@ struct node_conf {
 	int has_gpus;
 	long long idle_mib;
 	char *public_key;       /* as written (may start with ~) */
+	char **on_finish;       /* its own on_finish argv, or NULL: the top level's */
+	size_t non_finish;
 };
 
 struct config {
@@ -31,6 +34,8 @@ struct config {
 	char **ssh_command;     /* argv prefix; default {"ssh"} */
 	size_t nssh_command;
 	long long reserve_after_seconds;
+	char **on_finish;       /* the hook run for every job that ends, or NULL */
+	size_t non_finish;
 	struct node_conf *nodes;
 	size_t nnodes;
 };

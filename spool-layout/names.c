@@ -3,6 +3,7 @@
  *
  *   queued/   KKKKKKKKK-SSSSSSSSSS.job   K = 100000000 - priority
  *   others    SSSSSSSSSS.job             S = job ID, 10 digits
+ *   hooks/    SSSSSSSSSS.hook
  *
  * Fixed widths make byte order equal numeric order, so `ls queued/`
  * is dispatch order.
@@ -49,6 +50,15 @@ char *name_plain(long long seq)
 	return xasprintf("%010lld.job", seq);
 }
 
+char *name_hook(long long seq)
+{
+	if (seq < 1 || seq > SEQ_MAX) {
+		errno = ERANGE;
+		return NULL;
+	}
+	return xasprintf("%010lld.hook", seq);
+}
+
 int name_parse_queued(const char *name, long long *prio, long long *seq)
 {
 	long long k, s;
@@ -69,6 +79,18 @@ int name_parse_plain(const char *name, long long *seq)
 	long long s;
 
 	if (strlen(name) != 10 + 4 || strcmp(name + 10, ".job"))
+		return -1;
+	if (digits(name, 10, &s) < 0 || s < 1)
+		return -1;
+	*seq = s;
+	return 0;
+}
+
+int name_parse_hook(const char *name, long long *seq)
+{
+	long long s;
+
+	if (strlen(name) != 10 + 5 || strcmp(name + 10, ".hook"))
 		return -1;
 	if (digits(name, 10, &s) < 0 || s < 1)
 		return -1;

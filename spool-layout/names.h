@@ -20,9 +20,13 @@
 char *name_queued(long long prio, long long seq);
 char *name_plain(long long seq);
 
+/* hooks/: SSSSSSSSSS.hook, the pending on_finish hook of job S. */
+char *name_hook(long long seq);
+
 /* 0 and outputs set when NAME is exactly of that grammar, else -1. */
 int name_parse_queued(const char *name, long long *prio, long long *seq);
 int name_parse_plain(const char *name, long long *seq);
+int name_parse_hook(const char *name, long long *seq);
 
 /* For a directory entry of new/: -1 ignore it (begins with '.', or
  * does not end in ".job"); 1 it is of the queued grammar (prio and seq

@@ -131,6 +131,29 @@ static int make_subdir(struct spool *sp, const char *name)
 	return r;
 }
 
+/* The directory NAME of the spool, never through a symbolic link. */
+static int open_subdir(struct spool *sp, const char *name, struct cb_err *err)
+{
+	struct stat ls;
+	int fd = openat(sp->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd >= 0)
+		return fd;
+	if (fstatat(sp->fd, name, &ls, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(ls.st_mode))
+		cb_err_set(err, EX_CONFIG_, "%s/%s: is a symbolic link (not followed)", sp->path, name);
+	else
+		cb_err_sys(err, EX_CONFIG_, "%s/%s", sp->path, name);
+	return -1;
+}
+
+int spool_subdir(struct spool *sp, const char *name, struct cb_err *err)
+{
+	if (make_subdir(sp, name) < 0)
+		return cb_err_sys(err, write_ex() == EX_TEMPFAIL_ ? EX_TEMPFAIL_ : EX_CONFIG_, "%s/%s",
+				  sp->path, name);
+	return open_subdir(sp, name, err);
+}
+
 int spool_open(struct spool *sp, const char *path, int create, struct cb_err *err)
 {
 	struct stat st;
@@ -164,21 +187,10 @@ int spool_open(struct spool *sp, const char *path, int create, struct cb_err *er
 		sp->dmode |= S_ISGID | (st.st_mode & S_IRWXG);
 	}
 	for (int i = 0; i < SD_N; i++) {
-		struct stat ls;
-
 		if (create && make_subdir(sp, spool_dir_name[i]) < 0)
 			goto sys;
-		sp->dir[i] = openat(sp->fd, spool_dir_name[i],
-				    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (sp->dir[i] < 0) {
-			if (fstatat(sp->fd, spool_dir_name[i], &ls, AT_SYMLINK_NOFOLLOW) == 0 &&
-			    S_ISLNK(ls.st_mode))
-				cb_err_set(err, EX_CONFIG_, "%s/%s: is a symbolic link (not followed)",
-					   path, spool_dir_name[i]);
-			else
-				cb_err_sys(err, EX_CONFIG_, "%s/%s", path, spool_dir_name[i]);
+		if ((sp->dir[i] = open_subdir(sp, spool_dir_name[i], err)) < 0)
 			goto fail;
-		}
 	}
 	if (make_id(sp, err) < 0)
 		goto fail;

@@ -44,6 +44,12 @@ int spool_errno_ex(int e);
 int spool_open(struct spool *sp, const char *path, int create, struct cb_err *err);
 void spool_close(struct spool *sp);
 
+/* A directory of the spool that only the daemon uses (hooks/, LAYOUT.md
+ * §12): made as the others are when missing (so that a spool made
+ * before it existed still opens for the tools), opened as they are.
+ * Its fd, or -1 with the error (EX_CONFIG_ for a symbolic link). */
+int spool_subdir(struct spool *sp, const char *name, struct cb_err *err);
+
 /* The daemon's lock ("lock"); returns the held fd, or -1 with
  * EX_TEMPFAIL_ "another cardbaton-spoold holds SPOOL/lock". */
 int spool_lock_daemon(struct spool *sp, struct cb_err *err);

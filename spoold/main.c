@@ -88,7 +88,7 @@ static void die_err(struct cb_err *err)
 
 /* ---- start-up recovery (LAYOUT.md §9) -------------------------------- */
 
-static const char *stray_kind(const struct stat *st)
+const char *stray_kind(const struct stat *st)
 {
 	return S_ISLNK(st->st_mode) ? "is a symbolic link (not followed)" :
 	       S_ISDIR(st->st_mode) ? "is a directory" : "is not a regular file";
@@ -585,18 +585,60 @@ static int calls_wait(struct daemon *d, int sigfd)
 	return quit;
 }
 
+/* The poll timeout TIMEOUT (ms, -1 none), made no later than the mono
+ * time AT (LLONG_MAX: none). */
+static int no_later(int timeout, long long at)
+{
+	long long now = mono_now();
+	int t;
+
+	if (at == LLONG_MAX)
+		return timeout;
+	t = at <= now ? 0 : at - now > INT_MAX ? INT_MAX : (int)(at - now);
+	return timeout < 0 || t < timeout ? t : timeout;
+}
+
+/* --once: until every hook due has run (each ends by its deadline).
+ * A SIGTERM meanwhile stops it (the hooks then run at the next start). */
+static void hooks_wait(struct daemon *d, int sigfd)
+{
+	struct pollset ps = { 0 };
+
+	for (;;) {
+		long long next = LLONG_MAX;
+
+		turn_commit(d);
+		hooks_start(d);
+		hooks_timers(d, mono_now(), &next);
+		ps.n = 0;
+		if (pollset_add(&ps, sigfd, PW_SIGNAL) < 0 || !hooks_pollfds(d, &ps))
+			break;
+		if (poll(ps.p, ps.n, no_later(-1, next)) > 0) {
+			if (ps.p[0].revents && on_signal(d, sigfd))
+				break;
+			hooks_events(d, &ps, 1);
+		}
+	}
+	free(ps.p);
+	free(ps.who);
+}
+
 /* --once: reconcile, ask every node for its cards, wait for the
  * answers, make one pass, wait for its launches' answers. */
 static void once(struct daemon *d, int sigfd)
 {
-	if (calls_wait(d, sigfd) || !d->nq)
-		return;
-	for (size_t k = 0; k < d->nnodes; k++)
-		query_start(d, &d->nodes[k]);
 	if (calls_wait(d, sigfd))
 		return;
-	schedule(d);
-	calls_wait(d, sigfd);
+	if (d->nq) {
+		for (size_t k = 0; k < d->nnodes; k++)
+			query_start(d, &d->nodes[k]);
+		if (calls_wait(d, sigfd))
+			return;
+		schedule(d);
+		if (calls_wait(d, sigfd))
+			return;
+	}
+	hooks_wait(d, sigfd);
 }
 
 static int setup_nodes(struct daemon *d)
@@ -617,6 +659,7 @@ static int timers(struct daemon *d)
 	long long now = mono_now(), next = LLONG_MAX;
 
 	links_timers(d, now, &next);
+	hooks_timers(d, now, &next);
 	if (d->stalled && now >= d->stall_retry_at)
 		stall_retry(d);
 	if (d->next_reconcile && now >= d->next_reconcile)
@@ -687,6 +730,7 @@ static void free_daemon(struct daemon *d)
 	free(d->r);
 	turn_free(d);
 	deps_free(d);
+	hooks_stop(d);
 	spool_close(&d->sp);
 	config_free(&d->cfg);
 }
@@ -746,7 +790,7 @@ int main(int argc, char **argv)
 	}
 	if (config_load(config, &d.cfg, &err) < 0 || spool_open(&d.sp, d.cfg.spool, 1, &err) < 0)
 		die_err(&err);
-	if ((d.lockfd = spool_lock_daemon(&d.sp, &err)) < 0)
+	if ((d.lockfd = spool_lock_daemon(&d.sp, &err)) < 0 || hooks_open(&d, &err) < 0)
 		die_err(&err);
 	if (setup_nodes(&d) < 0) {
 		logmsg("%s", strerror(errno));
@@ -763,6 +807,7 @@ int main(int argc, char **argv)
 	warn_strays(&d);
 	dedupe(&d);
 	load_records(&d);
+	hooks_recover(&d);
 	scan_dir(&d, SD_INCOMING);
 	scan_dir(&d, SD_NEW);
 	scan_dir(&d, SD_CTL);
@@ -790,12 +835,21 @@ int main(int argc, char **argv)
 		 * (turn.c) -- before the loop sleeps. */
 		if (turn_commit(&d) && d.dirty && !d.stalled)
 			timeout = 0;
+		/* The hooks due (this turn's committed), with their deadlines. */
+		if (d.hookq_head < d.hookq_n) {
+			long long next = LLONG_MAX;
+
+			hooks_start(&d);
+			hooks_timers(&d, mono_now(), &next);
+			timeout = no_later(timeout, next);
+		}
 		ps.n = 0;
 		if (pollset_add(&ps, ino, PW_INOTIFY) < 0 || pollset_add(&ps, sigfd, PW_SIGNAL) < 0) {
 			logmsg("%s", strerror(errno));
 			break;
 		}
 		links_pollfds(&d, &ps);
+		hooks_pollfds(&d, &ps);
 		n = poll(ps.p, ps.n, index_tick(&iw, &d.sp, timeout));
 		if (n < 0 && errno != EINTR) {
 			logmsg("poll: %s", strerror(errno));
@@ -808,6 +862,7 @@ int main(int argc, char **argv)
 		if (ps.p[0].revents)
 			ino_read(&d, ino, wd_new, wd_ctl);
 		links_events(&d, &ps, 2);
+		hooks_events(&d, &ps, 2);
 	}
 out:
 	turn_commit(&d);

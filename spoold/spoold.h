@@ -26,6 +26,28 @@
 #define STREAM_STABLE_MS 10000  /* ready this long: its back-off starts over */
 #define STREAM_WAIT_MS RECONCILE_MS     /* a launch waits this long for a stream's `ready` */
 
+/* on_finish hooks (hooks.c).  Documented in AGENTS.md and cardbaton-spoold(1). */
+#define HOOK_MAX 4              /* hooks running at once; the others wait their turn */
+#ifndef HOOK_DEADLINE_MS
+#define HOOK_DEADLINE_MS 30000  /* then its process group is killed */
+#endif
+#define HOOK_SAY_MAX 4096       /* of its output, the first line within this is logged */
+#define HOOK_REAP_MS 100        /* without a pidfd, how often its exit is looked for */
+
+struct hook_run {
+	long long id;                   /* the job; 0: the slot is free */
+	pid_t pid;
+	int pidfd;                      /* readable once it has exited; -1: none */
+	int in, out;                    /* its standard input; its output and error */
+	int efd;                        /* why it could not be started (exec's error) */
+	struct sbuf wbuf;               /* its input, the job's status --json element */
+	size_t woff;
+	struct sbuf said;               /* the start of its output */
+	char *what;                     /* its command's first word, printable */
+	long long deadline;             /* mono ms */
+	int killed;                     /* at the deadline */
+};
+
 struct acall {
 	pid_t pid;                      /* 0: none in flight */
 	int fd;                         /* its standard output */
@@ -143,6 +165,12 @@ struct daemon {
 	size_t capstaged;
 	struct effect *after;
 	size_t nafter, capafter;
+	/* on_finish hooks (hooks.c): SPOOL/hooks, the ones running, and
+	 * the job IDs of those due, in order (hookq[hookq_head..hookq_n)). */
+	int hooks_fd;
+	struct hook_run hook[HOOK_MAX];
+	long long *hookq;
+	size_t hookq_head, hookq_n, hookq_cap;
 };
 
 /* What is done once a turn's records are durable (turn.c, jobs.c). */
@@ -161,6 +189,9 @@ struct effect {
 /* main.c */
 void logmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 long long mono_now(void);
+struct stat;
+/* What a stray entry of the spool is, in words ("is a directory"). */
+const char *stray_kind(const struct stat *st);
 
 /* queue.c: the in-memory queue */
 int q_insert(struct daemon *d, struct qent *e);
@@ -249,11 +280,12 @@ void stream_timers(struct daemon *d, long long now, long long *next);
 
 /* acall.c: node calls in flight, and every link's descriptors for the
  * main loop's poll (a pollwho says whose each one is). */
-enum { PW_INOTIFY, PW_SIGNAL, PW_STREAM, PW_QUERY, PW_CHECK, PW_LAUNCH, PW_PAUSE };
+enum { PW_INOTIFY, PW_SIGNAL, PW_STREAM, PW_QUERY, PW_CHECK, PW_LAUNCH, PW_PAUSE, PW_HOOK };
 struct pollwho {
 	int kind;
 	size_t node;
 	long long job;                  /* PW_LAUNCH, PW_PAUSE: looked up again */
+					/* PW_HOOK: node is the slot */
 };
 struct pollset {
 	struct pollfd *p;
@@ -286,5 +318,27 @@ int acall_read(struct acall *a, int *status);   /* 1 when it has ended */
 int acall_expired(struct acall *a);             /* 1: killed at its deadline */
 void acall_stop(struct acall *a);
 void acall_free(struct acall *a);
+
+/* hooks.c: on_finish (the design is at its top) */
+/* Open SPOOL/hooks (made when missing); -1 with ERR. */
+int hooks_open(struct daemon *d, struct cb_err *err);
+/* Job J's final record is being staged: its pending hook file first
+ * (turn.c).  1 staged, 0 no hook applies, -1 with ERR. */
+int hook_stage(struct daemon *d, const struct job *j, struct cb_err *err);
+/* Job ID's hook file is durable: the hook is due. */
+void hook_due(struct daemon *d, long long id);
+/* At start-up: the pending hooks of jobs that have ended are due. */
+void hooks_recover(struct daemon *d);
+/* Start the hooks due, HOOK_MAX at once. */
+void hooks_start(struct daemon *d);
+/* The running hooks' descriptors (PW_HOOK) into PS; how many run. */
+size_t hooks_pollfds(struct daemon *d, struct pollset *ps);
+void hooks_events(struct daemon *d, const struct pollset *ps, size_t from);
+/* Kill those past their deadline; *NEXT: the earliest deadline left. */
+void hooks_timers(struct daemon *d, long long now, long long *next);
+size_t hooks_running(const struct daemon *d);
+/* The daemon stops: the running hooks are killed (their files stay, so
+ * they run again at the next start). */
+void hooks_stop(struct daemon *d);
 
 #endif

@@ -18,6 +18,13 @@
  * Under load a turn carries many transitions, and their syncs are paid
  * once (group commit).
  *
+ * A record that goes into done/ (the job ended) takes its pending
+ * on_finish hook with it (hooks.c): hooks/S.hook is staged just before
+ * the record, so that its rename comes first -- a crash can leave the
+ * hook without the final record (it waits for the job's end, which
+ * writes it again), never the final record without its hook -- and the
+ * hook is due once the commit is done.
+ *
  * A record staged this turn cannot be read back from the spool before
  * the commit: whoever reads it (job_step, send_launch, the look in
  * paused/) commits first (turn_settle).  The effects never step a job,
@@ -39,6 +46,7 @@ struct staged {
 	long long id;
 	enum spool_dir from;            /* the old copy's directory ... */
 	char *from_name;                /* ... and name; NULL: none to remove */
+	int hook;                       /* hooks/ID.hook: the hook is due once committed */
 };
 
 static int grow(void **v, size_t *cap, size_t n, size_t size)
@@ -60,6 +68,7 @@ int turn_stage(struct daemon *d, struct job *j, enum spool_dir from, const char 
 	struct cb_err err = { 0 };
 	struct staged *s;
 	const struct wbatch_ent *e;
+	int hook;
 #ifdef CB_CRASH_POINTS
 	char trans[64];
 
@@ -68,13 +77,16 @@ int turn_stage(struct daemon *d, struct job *j, enum spool_dir from, const char 
 	const char *trans = NULL;
 #endif
 
-	if (grow((void **)&d->staged, &d->capstaged, d->turn.n, sizeof *d->staged) < 0 ||
-	    spool_stage(&d->sp, &d->turn, j, &err) < 0) {
-		if (!err.msg)
-			cb_err_sys(&err, EX_OSERR_, "job %lld", j->id);
-		write_failed(d, err.ex, err.msg);
-		cb_err_free(&err);
-		return -1;
+	/* Room for two: the hook's file and the record. */
+	if (grow((void **)&d->staged, &d->capstaged, d->turn.n + 1, sizeof *d->staged) < 0 ||
+	    (hook = from != SD_DONE && job_state_final(j->state) ? hook_stage(d, j, &err) : 0) < 0)
+		goto fail;
+	if (hook)
+		d->staged[d->turn.n - 1] = (struct staged){ j->id, SD_N, NULL, 1 };
+	if (spool_stage(&d->sp, &d->turn, j, &err) < 0) {
+		if (hook)
+			wbatch_drop_last(&d->turn);
+		goto fail;
 	}
 	CRASH_POINT("stage", trans);
 	e = &d->turn.v[d->turn.n - 1];
@@ -82,12 +94,19 @@ int turn_stage(struct daemon *d, struct job *j, enum spool_dir from, const char 
 	s->id = j->id;
 	s->from = from;
 	s->from_name = NULL;
+	s->hook = 0;
 	/* The rename replaces a copy of the same name in the same place;
 	 * an old copy left for want of memory loses to the higher rev. */
 	if (from_name && (d->sp.dir[from] != e->dstfd || strcmp(from_name, e->name)) &&
 	    !(s->from_name = strdup(from_name)))
 		logmsg("job %lld: out of memory; its old copy stays", j->id);
 	return 0;
+fail:
+	if (!err.msg)
+		cb_err_sys(&err, EX_OSERR_, "job %lld", j->id);
+	write_failed(d, err.ex, err.msg);
+	cb_err_free(&err);
+	return -1;
 }
 
 int turn_staged(const struct daemon *d, long long id)
@@ -160,6 +179,9 @@ static void commit_records(struct daemon *d)
 		if (removed[k] && fsync_dir(d->sp.dir[k]) < 0)
 			fatal(d, spool_dir_name[k]);
 	CRASH_POINT("turn: committed", NULL);
+	for (size_t i = 0; i < d->turn.n; i++)
+		if (d->staged[i].hook)
+			hook_due(d, d->staged[i].id);
 	wbatch_free(&d->turn);
 	write_ok(d);
 }

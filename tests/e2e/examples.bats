@@ -198,10 +198,11 @@ py_reference() {
 }
 
 @test "the shell examples are POSIX sh" {
-	for f in "$SH" "$EX/sweep.sh"; do
+	for f in "$SH" "$EX/sweep.sh" "$EX/hook-mail.sh" "$EX/hook-webhook.sh"; do
 		sh -n "$f"
 		if command -v dash >/dev/null; then dash -n "$f"; fi
 		if command -v checkbashisms >/dev/null; then checkbashisms -p -x "$f"; fi
+		if command -v shellcheck >/dev/null; then shellcheck -s sh "$f"; fi
 	done
 	python3 -c 'import py_compile, sys; py_compile.compile(sys.argv[1], sys.argv[2], doraise=True)' \
 		"$PY" "$T/checkpoint_job.pyc"
@@ -215,6 +216,81 @@ py_reference() {
 	for k in ssh local gpus idle_mib public_key; do
 		grep -Eq "^    $k:" "$EX/cluster.yaml"
 	done
+	# on_finish, shown commented out (a hook runs a command for every job).
+	grep -Eq "^# on_finish: " "$EX/cluster.yaml"
+	grep -Eq "^    # on_finish: " "$EX/cluster.yaml"
+	sed -E 's/^( *)# (on_finish: )/\1\2/' "$EX/cluster.yaml" > "$T/hooked.yaml"
+	run -0 cardbaton-status --config "$T/hooked.yaml"
+}
+
+# The hooks run as the daemon runs them (hooks.bats): the job's element
+# on standard input, CARDBATON_JOB_* set; here with a PATH of fakes.
+hook_env() { # PATH STATE CMD...
+	local p=$1 s=$2
+	shift 2
+	printf '%s\n' "$EL" | env PATH="$p" CARDBATON_JOB_ID=7 CARDBATON_JOB_STATE="$s" \
+		CARDBATON_JOB_NAME='lr=0.1/seed=2' /bin/sh "$@"
+}
+
+# fake NAME: $T/fake/NAME records its arguments (one a line) in
+# $T/NAME.args and its standard input in $T/NAME.in, then exits
+# $FAKE_EXIT (0).
+fake() {
+	mkdir -p "$T/fake"
+	[ -e "$T/fake/cat" ] || ln -s "$(command -v cat)" "$T/fake/cat"
+	cat > "$T/fake/$1" <<-EOF
+	#!/bin/sh
+	printf '%s\n' "\$@" > "$T/$1.args"
+	cat > "$T/$1.in"
+	exit \${FAKE_EXIT:-0}
+	EOF
+	chmod +x "$T/fake/$1"
+}
+
+EL='{"id":"7","name":"lr=0.1/seed=2","state":"failed","exit_code":3}'
+
+@test "hook-mail.sh: mails the jobs that end failed or lost (or in the states named), the element as the body; mail, else sendmail" {
+	fake mail
+	hook_env "$T/fake" failed "$EX/hook-mail.sh" you@example.org
+	[ "$(cat "$T/mail.args")" = "$(printf '%s\n' -s 'cardbaton: job 7 (lr=0.1/seed=2) failed' -- you@example.org)" ]
+	[ "$(cat "$T/mail.in")" = "$EL" ]
+	rm "$T/mail.args"
+	hook_env "$T/fake" succeeded "$EX/hook-mail.sh" you@example.org
+	[ ! -e "$T/mail.args" ]
+	hook_env "$T/fake" succeeded "$EX/hook-mail.sh" you@example.org succeeded failed
+	grep -qx 'cardbaton: job 7 (lr=0.1/seed=2) succeeded' "$T/mail.args"
+	# Without mail(1): sendmail, the headers its own.
+	rm "$T/fake/mail"
+	fake sendmail
+	hook_env "$T/fake" lost "$EX/hook-mail.sh" you@example.org
+	[ "$(cat "$T/sendmail.args")" = "$(printf '%s\n' -i -- you@example.org)" ]
+	[ "$(cat "$T/sendmail.in")" = "$(printf 'To: you@example.org\nSubject: cardbaton: job 7 (lr=0.1/seed=2) lost\nContent-Type: application/json\n\n%s' "$EL")" ]
+	# A failed send is the hook's failure; neither program: 69, one line.
+	FAKE_EXIT=75 run hook_env "$T/fake" lost "$EX/hook-mail.sh" you@example.org
+	[ "$status" -eq 75 ]
+	rm "$T/fake/sendmail"
+	if [ ! -x /usr/sbin/sendmail ] && [ ! -x /usr/lib/sendmail ]; then
+		run --separate-stderr hook_env "$T/fake" lost "$EX/hook-mail.sh" you@example.org
+		[ "$status" -eq 69 ]
+		[ "$stderr" = "hook-mail.sh: neither mail nor sendmail is installed" ]
+	fi
+	run hook_env "$T/fake" lost "$EX/hook-mail.sh"
+	[ "$status" -ne 0 ]
+}
+
+@test "hook-webhook.sh: POSTs the element as is to the URL with curl, failing when curl does" {
+	fake curl
+	hook_env "$T/fake" failed "$EX/hook-webhook.sh" 'https://hooks.example.org/cb?x=1'
+	[ "$(cat "$T/curl.in")" = "$EL" ]
+	grep -A1 -x -- --data-binary "$T/curl.args" | tail -n1 | grep -qx '@-'
+	grep -A1 -x -- --url "$T/curl.args" | tail -n1 | grep -qx 'https://hooks.example.org/cb?x=1'
+	grep -qx 'Content-Type: application/json' "$T/curl.args"
+	grep -qx 'X-CardBaton-Job: 7' "$T/curl.args"
+	grep -qx -- --fail "$T/curl.args"
+	FAKE_EXIT=22 run hook_env "$T/fake" failed "$EX/hook-webhook.sh" https://hooks.example.org/cb
+	[ "$status" -eq 22 ]
+	run hook_env "$T/fake" failed "$EX/hook-webhook.sh"
+	[ "$status" -ne 0 ]
 }
 
 @test "job.yaml submits, with every job field" {

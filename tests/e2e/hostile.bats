@@ -783,6 +783,7 @@ stray() {
 		stray rejected "000000050$n.job" $kind
 		stray ctl "30$n.resume.1.1.$kind" $kind
 		stray nodes "$kind.json" $kind '{"name": "forged", "reachable": true}'
+		stray hooks "000000080$n.hook" $kind '{"id": "80'$n'", "state": "failed"}'
 		stray tmp "$kind.job" $kind
 	done
 	# A socket and a device (opening one may do something): refused unopened.
@@ -816,7 +817,8 @@ stray() {
 	for item in queued/100000000-000000010{1,2,3}.job running/000000020{1,2,3}.job \
 		paused/000000030{1,2,3}.job done/000000040{1,2,3}.job rejected/000000050{1,2,3}.job \
 		ctl/301.resume.1.1.link ctl/302.resume.1.1.dir ctl/303.resume.1.1.fifo \
-		nodes/{link,dir,fifo}.json tmp/{link,dir,fifo}.job {running,paused,done}/0000000701.job; do
+		nodes/{link,dir,fifo}.json tmp/{link,dir,fifo}.job {running,paused,done}/0000000701.job \
+		hooks/000000080{1,2,3}.hook; do
 		c=$(grep -c "$item" "$T/daemon.log" || true)
 		[ "$c" -eq 1 ] || { echo "$item: $c lines in the daemon's log" >&2; false; }
 		case $item in
@@ -906,4 +908,45 @@ stray() {
 	run --separate-stderr cardbaton-spoold --config "$C" --once
 	failed 78 cardbaton-spoold
 	[ -z "$(ls -A "$T/elsewhere/queued")" ]
+	# hooks/, the daemon's alone: the daemon refuses it, the tools never look.
+	rm "$T/spool/queued"
+	mv "$T/elsewhere/queued" "$T/spool/queued"
+	mv "$T/spool/hooks" "$T/elsewhere/hooks"
+	ln -s "$T/elsewhere/hooks" "$T/spool/hooks"
+	run --separate-stderr cardbaton-spoold --config "$C" --once
+	failed 78 cardbaton-spoold
+	[ "$stderr" = "cardbaton-spoold: $T/spool/hooks: is a symbolic link (not followed)" ]
+	run -0 st
+	[ -z "$(ls -A "$T/elsewhere/hooks")" ]
+}
+
+@test "a config whose on_finish is not a non-empty list of strings is 78 for the daemon and every tool, one line naming file:line: key" {
+	for v in 'x' '[]' "['']" "['', x]" '~' '{a: b}' '[a, [b]]' '[a, {b: c}]' '[a, ~]'; do
+		printf 'spool: ./spool\non_finish: %s\nnodes:\n  local:\n    local: true\n' "$v" > "$C"
+		case $v in
+		x|'~'|'{a: b}') why="on_finish: must be a list" ;;
+		'[]') why="on_finish: must not be empty" ;;
+		"['']"|"['', x]") why="on_finish[0]: must not be empty" ;;
+		*) why="on_finish[1]: must be a string" ;;
+		esac
+		run --separate-stderr cardbaton-spoold --config "$C" --once
+		failed 78 cardbaton-spoold
+		says "cardbaton-spoold: $C:2: $why"
+		for tool in status submit cancel gpus; do
+			args=(); [ "$tool" = submit ] && args=(-- true); [ "$tool" = cancel ] && args=(1)
+			run --separate-stderr "cardbaton-$tool" --config "$C" "${args[@]}"
+			failed 78 "cardbaton-$tool"
+			says "cardbaton-$tool: $C:2: $why"
+		done
+	done
+	# A node's own, the same; scalars in the list are their text.
+	printf 'spool: ./spool\nnodes:\n  a:\n    local: true\n    on_finish: [notify, 5, true]\n  b:\n    local: true\n    on_finish: notify\n' > "$C"
+	run --separate-stderr cardbaton-spoold --config "$C" --once
+	failed 78 cardbaton-spoold
+	says "cardbaton-spoold: $C:8: nodes.b.on_finish: must be a list"
+	# Twice: a duplicate key.
+	printf 'spool: ./spool\non_finish: [a]\non_finish: [b]\nnodes:\n  local:\n    local: true\n' > "$C"
+	run --separate-stderr st
+	failed 78 cardbaton-status
+	says "cardbaton-status: $C:3: on_finish: duplicate key"
 }

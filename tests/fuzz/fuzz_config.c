@@ -7,7 +7,8 @@
  * normal form, at least one node, each with a valid name and exactly
  * one of ssh (not starting with '-') and local, eligible GPU indices
  * distinct and in range, a non-empty ssh_command whose first word is
- * not empty, and names that config_node finds.
+ * not empty, on_finish (top level and per node) absent or the same,
+ * and names that config_node finds.
  */
 #include "spool.h"
 #include "node.h"
@@ -47,6 +48,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(c.remote_state_dir && c.remote_state_dir[0]);
 	FUZZ_CHECK(c.nssh_command >= 1 && c.ssh_command && c.ssh_command[0][0]);
 	FUZZ_CHECK(c.reserve_after_seconds >= 0);
+	FUZZ_CHECK(!c.on_finish == !c.non_finish);
+	FUZZ_CHECK(!c.on_finish || c.on_finish[0][0]);
 	FUZZ_CHECK(c.nnodes >= 1);
 	for (size_t i = 0; i < c.nnodes; i++) {
 		const struct node_conf *n = &c.nodes[i];
@@ -57,6 +60,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(n->idle_mib >= 0);
 		FUZZ_CHECK(!n->public_key || n->public_key[0]);
 		FUZZ_CHECK(n->has_gpus || n->ngpus == 0);
+		FUZZ_CHECK(!n->on_finish == !n->non_finish);
+		FUZZ_CHECK(!n->on_finish || n->on_finish[0][0]);
 		for (size_t k = 0; k < n->ngpus; k++) {
 			FUZZ_CHECK(n->gpus[k] >= 0 && n->gpus[k] <= GPU_INDEX_MAX);
 			FUZZ_CHECK(gpu_eligible(n, n->gpus[k]));

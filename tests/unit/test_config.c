@@ -44,12 +44,14 @@ static const char example[] =
 	"remote_state_dir: ~/.local/state/sshgpu-queue\n"
 	"ssh_command: [ssh, -F, /path/to/ssh_config]\n"
 	"reserve_after_seconds: 600\n"
+	"on_finish: [sh, /hooks/mail.sh, me@example.org]\n"
 	"nodes:\n"
 	"  lab-a:\n"
 	"    ssh: lab-a                          # OpenSSH alias or user@host\n"
 	"    gpus: [0, 1, 2, 3]\n"
 	"    idle_mib: 128\n"
 	"    public_key: ~/.ssh/id_ed25519.pub\n"
+	"    on_finish: [notify, '', 5]\n"
 	"  workstation:\n"
 	"    local: true\n"
 	"  u.host_2:\n"
@@ -73,6 +75,11 @@ static void test_example(void)
 		CHECK_STR(c.ssh_command[2], "/path/to/ssh_config");
 	}
 	CHECK(c.reserve_after_seconds == 600);
+	CHECK(c.non_finish == 3);
+	if (c.non_finish == 3) {
+		CHECK_STR(c.on_finish[0], "sh");
+		CHECK_STR(c.on_finish[2], "me@example.org");
+	}
 	CHECK(c.nnodes == 3);
 	CHECK((n = config_node(&c, "lab-a")) != NULL);
 	if (n) {
@@ -82,12 +89,19 @@ static void test_example(void)
 		CHECK(n->has_gpus && n->ngpus == 4 && n->gpus[3] == 3);
 		CHECK(n->idle_mib == 128);
 		CHECK_STR(n->public_key, "~/.ssh/id_ed25519.pub");
+		CHECK(n->non_finish == 3);
+		if (n->non_finish == 3) {
+			CHECK_STR(n->on_finish[0], "notify");
+			CHECK_STR(n->on_finish[1], "");
+			CHECK_STR(n->on_finish[2], "5");
+		}
 	}
 	CHECK((n = config_node(&c, "workstation")) != NULL);
 	if (n) {
 		CHECK(n->local && n->ssh == NULL && !n->has_gpus && n->gpus == NULL);
 		CHECK(n->idle_mib == DEFAULT_IDLE_MIB);
 		CHECK(n->public_key == NULL);
+		CHECK(n->on_finish == NULL && n->non_finish == 0);
 	}
 	CHECK((n = config_node(&c, "u.host_2")) != NULL);
 	if (n) {
@@ -151,6 +165,7 @@ static void test_defaults(void)
 	if (c.nssh_command == 1)
 		CHECK_STR(c.ssh_command[0], "ssh");
 	CHECK(c.reserve_after_seconds == DEFAULT_RESERVE_AFTER);
+	CHECK(c.on_finish == NULL && c.non_finish == 0);
 	CHECK(c.nnodes == 1 && c.nodes[0].local && c.nodes[0].idle_mib == DEFAULT_IDLE_MIB);
 	CHECK(!c.nodes[0].has_gpus);
 	config_free(&c);
@@ -206,6 +221,21 @@ static void test_errors(void)
 		  "config.yaml:1: ssh_command: must not be empty");
 	CHECK_STR(bad("ssh_command: ['', x]\nnodes: {w: {local: true}}\n"),
 		  "config.yaml:1: ssh_command[0]: must not be empty");
+	/* on_finish: a non-empty list of strings, the first not empty. */
+	CHECK_STR(bad("on_finish: notify\nnodes: {w: {local: true}}\n"),
+		  "config.yaml:1: on_finish: must be a list");
+	CHECK_STR(bad("on_finish: ~\nnodes: {w: {local: true}}\n"),
+		  "config.yaml:1: on_finish: must be a list");
+	CHECK_STR(bad("on_finish: []\nnodes: {w: {local: true}}\n"),
+		  "config.yaml:1: on_finish: must not be empty");
+	CHECK_STR(bad("on_finish: ['', x]\nnodes: {w: {local: true}}\n"),
+		  "config.yaml:1: on_finish[0]: must not be empty");
+	CHECK_STR(bad("on_finish: [a, [b]]\nnodes: {w: {local: true}}\n"),
+		  "config.yaml:1: on_finish[1]: must be a string");
+	CHECK_STR(bad("on_finish: [a, null]\nnodes: {w: {local: true}}\n"),
+		  "config.yaml:1: on_finish[1]: must be a string");
+	CHECK_STR(bad("nodes:\n  w:\n    local: true\n    on_finish: {a: b}\n"),
+		  "config.yaml:4: nodes.w.on_finish: must be a list");
 	CHECK_STR(bad("spool:\nnodes: {w: {local: true}}\n"), "config.yaml:1: spool: must be a string");
 	CHECK_STR(bad("spool: ~\nnodes: {w: {local: true}}\n"), "config.yaml:1: spool: must be a string");
 	CHECK_STR(bad("spool: ''\nnodes: {w: {local: true}}\n"), "config.yaml:1: spool: must not be empty");

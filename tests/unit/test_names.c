@@ -41,6 +41,16 @@ static void names(void)
 	CHECK(name_parse_plain("0000000007.jobx", &s) < 0);
 	free(a);
 
+	a = name_hook(42);
+	CHECK_STR(a, "0000000042.hook");
+	CHECK(name_parse_hook(a, &s) == 0 && s == 42);
+	CHECK(name_parse_hook("0000000042.job", &s) < 0);
+	CHECK(name_parse_hook("000000042.hook", &s) < 0);
+	CHECK(name_parse_hook("0000000000.hook", &s) < 0);
+	CHECK(name_parse_hook("../0000042.hook", &s) < 0);
+	CHECK(name_hook(0) == NULL && name_hook(SEQ_MAX + 1) == NULL);
+	free(a);
+
 	CHECK(name_classify_new(".hidden.job", &p, &s) == -1);
 	CHECK(name_classify_new("notes.txt", &p, &s) == -1);
 	CHECK(name_classify_new("x.job", &p, &s) == 0);
