@@ -32,6 +32,7 @@ static const struct {
 	{ "pause", "ask a running resumable job to checkpoint and stop" },
 	{ "resume", "re-queue a paused job" },
 	{ "cancel", "stop a job or remove it from the queue" },
+	{ "wait", "block until jobs have ended (none named: the queue is idle)" },
 	{ "gpus", "every node's GPUs, leases and idle state" },
 	{ "bootstrap", "install a public key on a node" },
 };
