@@ -34,6 +34,7 @@ static const struct {
 	{ "cancel", "stop a job or remove it from the queue" },
 	{ "hold", "keep queued jobs from being placed until released" },
 	{ "release", "let held jobs be placed again" },
+	{ "wait", "block until jobs have ended (none named: the queue is idle)" },
 	{ "gpus", "every node's GPUs, leases and idle state" },
 	{ "bootstrap", "install a public key on a node" },
 };

@@ -34,6 +34,7 @@
  *   view.h      what status shows of a job
  *   index.h     queued.idx, status's cache of queued/
  *   statusread.h  how status reads the spool
+ *   waitread.h  how wait reads the spool
  *   crash.h, wire.h  (libc only, shared with the worker)
  *
  * The node link (running the worker on a node) is not here: link/node.h.
@@ -59,5 +60,6 @@
 #include "view.h"
 #include "index.h"
 #include "statusread.h"
+#include "waitread.h"
 
 #endif

@@ -17,14 +17,10 @@
 #include "names.h"
 #include "store.h"
 
-int spool_load(struct spool *sp, enum spool_dir d, const char *name,
-	       struct job *j, struct cb_err *err)
+int spool_read_record(struct spool *sp, enum spool_dir d, const char *name,
+		      char **buf, size_t *len, struct cb_err *err)
 {
-	char *buf;
-	size_t len;
-	int r;
-
-	if (read_capped(sp->dir[d], name, RECORD_MAX, &buf, &len) < 0) {
+	if (read_capped(sp->dir[d], name, RECORD_MAX, buf, len) < 0) {
 		/* Something that is no record (a stray symlink, directory,
 		 * FIFO, or a huge file) is bad data, named as such. */
 		const char *what = errno == ELOOP ? "is a symbolic link (not followed)" :
@@ -38,6 +34,18 @@ int spool_load(struct spool *sp, enum spool_dir d, const char *name,
 		return cb_err_sys(err, errno == ENOENT ? EX_NOINPUT_ : EX_OSERR_, "%s/%s/%s",
 				  sp->path, spool_dir_name[d], name);
 	}
+	return 0;
+}
+
+int spool_load(struct spool *sp, enum spool_dir d, const char *name,
+	       struct job *j, struct cb_err *err)
+{
+	char *buf;
+	size_t len;
+	int r;
+
+	if (spool_read_record(sp, d, name, &buf, &len, err) < 0)
+		return -1;
 	r = job_from_json(buf, len, j, NULL);
 	free(buf);
 	if (r < 0)

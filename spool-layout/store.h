@@ -11,7 +11,15 @@
 /* The largest record a reader reads (larger: bad data). */
 #define RECORD_MAX (16u << 20)
 
-/* Load the record DIR/NAME.  Errors EX_DATAERR_ naming the file. */
+/* The text of the record DIR/NAME, unparsed (malloc'd, NUL-terminated;
+ * *len excludes the NUL): what is not a regular file, or is larger
+ * than RECORD_MAX, is EX_DATAERR_ naming the file; a file that is gone
+ * EX_NOINPUT_. */
+int spool_read_record(struct spool *sp, enum spool_dir d, const char *name,
+		      char **buf, size_t *len, struct cb_err *err);
+
+/* Load the record DIR/NAME.  Errors EX_DATAERR_ naming the file (as
+ * spool_read_record, and "not a valid job record"). */
 int spool_load(struct spool *sp, enum spool_dir d, const char *name,
 	       struct job *j, struct cb_err *err);
 

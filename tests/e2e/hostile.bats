@@ -89,7 +89,7 @@ asan() { ldd "$CB_BUILD/cardbaton-submit" 2>/dev/null | grep -q libasan; }
 		failed 64 cardbaton-status
 		says "cardbaton-status: '$id' is not a job ID (1 to 9999999999)"
 	done
-	for tool in status cancel logs promote pause resume; do
+	for tool in status cancel logs promote pause resume wait; do
 		for id in ../../x 1/../2 '' -1; do
 			run --separate-stderr "cardbaton-$tool" --config "$C" -- "$id"
 			failed 64 "cardbaton-$tool"
@@ -106,6 +106,12 @@ asan() { ldd "$CB_BUILD/cardbaton-submit" 2>/dev/null | grep -q libasan; }
 		run --separate-stderr cardbaton-promote --config "$C" --priority "$p" 1
 		failed 64 cardbaton-promote
 		[[ $stderr == *"--priority: '$p' is not an integer"* ]]
+	done
+	# A time limit: negative, a fraction, overflow, over ten years.
+	for s in -1 1.5 1e3 0x10 99999999999999999999 315360001 '' ' 5' abc; do
+		run --separate-stderr cardbaton-wait --config "$C" --timeout "$s" 1
+		failed 64 cardbaton-wait
+		says "cardbaton-wait: --timeout: '$s' is not an integer from 0 to 315360000"
 	done
 	# Nothing was created: not even the spool.
 	[ ! -e "$T/spool" ]
@@ -881,7 +887,7 @@ stray() {
 	# Each tool on each stray ID: 65 and that line; nothing written.
 	for n in 1 2 3; do
 		for id in 10$n 20$n 30$n 40$n; do
-			for tool in status cancel promote pause resume logs; do
+			for tool in status cancel promote pause resume logs wait; do
 				run --separate-stderr timeout 20 "cardbaton-$tool" --config "$C" "$id"
 				failed 65 "cardbaton-$tool"
 				[[ $stderr == *": $(what $n)" ]]
@@ -895,6 +901,37 @@ stray() {
 	[ "$(cd "$T/outside" && sha256sum *)" = "$before" ]
 }
 
+@test "wait without IDs: a symlink, directory or FIFO in queued/ or running/ is named (65), never followed or blocked on" {
+	make_spool
+	rec='{"id": "%s", "rev": 9, "state": "%s", "reason": "forged", "priority": 0, "job": {"command": ["true"]}, "attempts": []}'
+	n=0
+	for kind in link dir fifo; do
+		n=$((n + 1))
+		for d in queued running; do
+			case $d in
+			queued) id=10$n name=100000000-000000010$n.job ;;
+			running) id=20$n name=000000020$n.job ;;
+			esac
+			stray $d "$name" $kind "$(printf "$rec" $id $d)"
+			run --separate-stderr timeout 20 cardbaton-wait --config "$C"
+			failed 65 cardbaton-wait
+			case $kind in
+			link) says "cardbaton-wait: $T/spool/$d/$name: is a symbolic link (not followed)" ;;
+			dir) says "cardbaton-wait: $T/spool/$d/$name: is a directory" ;;
+			fifo) says "cardbaton-wait: $T/spool/$d/$name: is not a regular file" ;;
+			esac
+			rm -rf "$T/spool/$d/$name"
+		done
+	done
+	# Paused, finished or rejected: aside, not read.
+	stray paused 0000000301.job fifo
+	stray done 0000000401.job link "$(printf "$rec" 401 succeeded)"
+	stray rejected 0000000501.job dir
+	run --separate-stderr timeout 20 cardbaton-wait --config "$C"
+	[ "$status" -eq 0 ]
+	[ -z "$stderr" ]
+}
+
 @test "a spool whose directories are symlinks is refused by every tool and the daemon (78), nothing followed" {
 	make_spool
 	mkdir "$T/elsewhere"
@@ -905,6 +942,9 @@ stray() {
 	[[ $stderr == *"$T/spool/queued: "* ]]
 	run --separate-stderr sub -- true
 	failed 78 cardbaton-submit
+	run --separate-stderr timeout 20 cardbaton-wait --config "$C"
+	failed 78 cardbaton-wait
+	[[ $stderr == *"$T/spool/queued: "* ]]
 	run --separate-stderr cardbaton-spoold --config "$C" --once
 	failed 78 cardbaton-spoold
 	[ -z "$(ls -A "$T/elsewhere/queued")" ]

@@ -22,7 +22,7 @@ installed_files() {
 	local t m
 	echo usr/bin/cardbaton
 	echo usr/bin/sshgpu
-	for t in submit status logs promote pause resume cancel hold release gpus bootstrap spoold run worker; do
+	for t in submit status logs promote pause resume cancel hold release wait gpus bootstrap spoold run worker; do
 		echo "usr/bin/cardbaton-$t"
 	done
 	echo usr/libexec/cardbaton/cardbaton-worker-static
@@ -109,6 +109,10 @@ complete_line() {
 	[ "$output" = --node ]
 	run complete_line cardbaton-status --js
 	[ "$output" = --json ]
+	run complete_line cardbaton wait --ti
+	[ "$output" = --timeout ]
+	run complete_line cardbaton wa
+	[ "$output" = wait ]
 
 	# --node: the nodes of ./config.yaml, or of the --config named.
 	run complete_line cardbaton submit --node ''
@@ -132,6 +136,8 @@ complete_line() {
 	stop_daemon
 	[ -z "$(ls "$T/spool/new")" ]
 	run complete_line cardbaton pause ''
+	[ "$output" = "$(printf '%s\n' "$a" "$b" | sort)" ]
+	run complete_line cardbaton-wait --timeout 5 ''
 	[ "$output" = "$(printf '%s\n' "$a" "$b" | sort)" ]
 }
 
@@ -184,7 +190,11 @@ PY
 	wait_for 10 '[ "$(cardbaton status --json "$b" | json "d[\"jobs\"][0][\"state\"]")" = cancelled ]'
 	run cardbaton cancel "$a"
 	[ "$status" -eq 0 ]
-	wait_for 30 '[ "$(cardbaton status --json "$a" | json "d[\"jobs\"][0][\"state\"]")" = cancelled ]'
+	# Cancelled, not succeeded: 1.
+	run --separate-stderr timeout 30 cardbaton wait "$a"
+	[ "$status" -eq 1 ]
+	[ "$stderr" = "cardbaton-wait: job $a cancelled" ]
+	[ "$(cardbaton status --json "$a" | json 'd["jobs"][0]["state"]')" = cancelled ]
 	# The spool is the embedded default's.
 	[ -d "$XDG_STATE_HOME/cardbaton/spool/done" ]
 	[ ! -e "$T/qs/spool" ]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # tools.bats - the command-line tools (bin/): cardbaton, sshgpu,
-# cardbaton-submit, -status, -logs, -promote, -cancel, -gpus.
+# cardbaton-submit, -status, -logs, -promote, -cancel, -gpus (-wait:
+# wait.bats).
 #
 # Most tests run with the daemon stopped: every tool must work without
 # it (SPEC §2, §5).  Records of running or finished jobs are either
@@ -741,7 +742,7 @@ assert isinstance(far["error"], str) and far["error"]
 	run --separate-stderr cardbaton --help
 	[ "$status" -eq 0 ]
 	[[ ${lines[0]} == "usage: cardbaton [--config PATH] [-h|--help] [--version] COMMAND [ARGS...]" ]]
-	for c in run submit status logs promote pause resume cancel gpus bootstrap; do
+	for c in run submit status logs promote pause resume cancel wait gpus bootstrap; do
 		[[ $output == *"  $c "* ]]
 	done
 	run --separate-stderr cardbaton frobnicate
@@ -775,7 +776,7 @@ assert isinstance(far["error"], str) and far["error"]
 }
 
 @test "every tool: -h/--help prints its usage on stdout; unknown options are 64" {
-	for t in submit status logs promote cancel gpus; do
+	for t in submit status logs promote cancel wait gpus; do
 		run --separate-stderr "cardbaton-$t" --help
 		[ "$status" -eq 0 ]
 		[[ $output == "usage: cardbaton-$t "* ]]
@@ -790,7 +791,7 @@ assert isinstance(far["error"], str) and far["error"]
 
 @test "every tool: a bad config is 78 with file:line: key" {
 	printf 'spool: ./spool\nnodes:\n  local:\n    local: maybe\n' > "$C"
-	for t in status gpus "promote 1" "cancel 1" "logs 1" "submit -- true"; do
+	for t in status gpus "promote 1" "cancel 1" "logs 1" "wait 1" "submit -- true"; do
 		run --separate-stderr cardbaton --config "$C" $t
 		failed 78 "cardbaton-${t%% *}"
 		[[ $stderr == *"config.yaml:4: "* ]]
@@ -810,7 +811,7 @@ assert isinstance(far["error"], str) and far["error"]
 
 @test "man pages: SYNOPSIS matches each tool's usage line; mandoc -Tlint is clean" {
 	command -v mandoc >/dev/null || skip "mandoc not installed"
-	for t in submit status logs promote pause resume cancel gpus bootstrap spoold; do
+	for t in submit status logs promote pause resume cancel wait gpus bootstrap spoold; do
 		page=$CB_TOP/man/cardbaton-$t.1
 		[ -f "$page" ]
 		syn=$(mandoc -Tascii "$page" | sed $'s/.\b//g' | sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' |

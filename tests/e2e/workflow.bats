@@ -106,6 +106,10 @@ final() {
 	wait_for 10 final "$other"
 	[ "$(state "$id")" = queued ]
 	[ ! -e "$T/held.ran" ]
+	# `wait` without IDs leaves it aside; named, it is waited for.
+	cardbaton-wait --config "$C" --timeout 10
+	run cardbaton-wait --config "$C" --timeout 1 "$id"
+	[ "$status" -eq 75 ]
 	# It stays held across a restart.
 	stop_daemon
 	start_daemon
