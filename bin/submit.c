@@ -69,64 +69,62 @@ static char *xstrdup(const char *s)
 }
 
 /* "0,2" -> distinct indices, or exit 64 naming --gpus. */
-static void parse_gpus(const char *val, struct job_def *f)
+/*
+ * FLAG's value VAL, a list of distinct integers in [LO, HI] separated
+ * by commas, at most MAX of them, into *V[0..*N) (malloc'd); a usage
+ * error names WHAT ("a list of WHAT") and ITEM ("ITEM N is given
+ * twice") otherwise.
+ */
+static void csv_lls(const char *flag, const char *val, long long lo, long long hi, size_t max,
+		    const char *what, const char *item, long long **v, size_t *n)
 {
 	const char *p = val;
 
-	free(f->gpus);
-	f->gpus = NULL;
-	f->ngpus = 0;
+	*v = NULL;
+	*n = 0;
 	for (;;) {
-		size_t n = strcspn(p, ",");
-		char *item = strndup(p, n);
-		long long v;
+		size_t len = strcspn(p, ",");
+		char *x = strndup(p, len);
+		long long y;
 
-		if (!item)
+		if (!x)
 			die(EX_OSERR_, "%s", strerror(ENOMEM));
-		if (parse_ll(item, 0, GPU_INDEX_MAX, &v) < 0)
-			die(EX_USAGE_, "--gpus: '%s' is not a list of GPU indices (0 to %d, "
-			    "separated by commas)", val, GPU_INDEX_MAX);
-		free(item);
-		for (size_t i = 0; i < f->ngpus; i++)
-			if (f->gpus[i] == (int)v)
-				die(EX_USAGE_, "--gpus: index %lld is given twice", v);
-		f->gpus = xrealloc(f->gpus, (f->ngpus + 1) * sizeof *f->gpus);
-		f->gpus[f->ngpus++] = (int)v;
-		if (!p[n])
+		if (parse_ll(x, lo, hi, &y) < 0)
+			die(EX_USAGE_, "%s: '%s' is not a list of %s, separated by commas", flag, val, what);
+		free(x);
+		for (size_t i = 0; i < *n; i++)
+			if ((*v)[i] == y)
+				die(EX_USAGE_, "%s: %s %lld is given twice", flag, item, y);
+		if (*n == max)
+			die(EX_USAGE_, "%s: more than %zu %s", flag, max, what);
+		*v = xrealloc(*v, (*n + 1) * sizeof **v);
+		(*v)[(*n)++] = y;
+		if (!p[len])
 			break;
-		p += n + 1;
+		p += len + 1;
 	}
+}
+
+static void parse_gpus(const char *val, struct job_def *f)
+{
+	long long *v;
+	size_t n;
+
+	csv_lls("--gpus", val, 0, GPU_INDEX_MAX, GPU_INDEX_MAX + 1, "GPU indices (0 to 1023)",
+		"index", &v, &n);
+	free(f->gpus);
+	f->gpus = xrealloc(NULL, n * sizeof *f->gpus);
+	for (size_t i = 0; i < n; i++)
+		f->gpus[i] = (int)v[i];
+	f->ngpus = n;
+	free(v);
 }
 
 /* --after, --after-any: ID[,ID...] into *V[0..*N) (replacing them). */
 static void parse_ids(const char *flag, const char *val, long long **v, size_t *n)
 {
-	const char *p = val;
-
 	free(*v);
-	*v = NULL;
-	*n = 0;
-	for (;;) {
-		size_t len = strcspn(p, ",");
-		char *item = strndup(p, len);
-		long long x;
-
-		if (!item)
-			die(EX_OSERR_, "%s", strerror(ENOMEM));
-		if (parse_ll(item, 1, SEQ_MAX, &x) < 0)
-			die(EX_USAGE_, "%s: '%s' is not a list of job IDs (separated by commas)", flag, val);
-		free(item);
-		for (size_t i = 0; i < *n; i++)
-			if ((*v)[i] == x)
-				die(EX_USAGE_, "%s: job %lld is given twice", flag, x);
-		if (*n == JOB_MAX_DEPS)
-			die(EX_USAGE_, "%s: more than %d job IDs", flag, JOB_MAX_DEPS);
-		*v = xrealloc(*v, (*n + 1) * sizeof **v);
-		(*v)[(*n)++] = x;
-		if (!p[len])
-			break;
-		p += len + 1;
-	}
+	csv_lls(flag, val, 1, SEQ_MAX, JOB_MAX_DEPS, "job IDs", "job", v, n);
 }
 
 /* Every job JD waits for exists (found anywhere in SP, as status

@@ -206,8 +206,7 @@ size_t acall_pollfd(const struct acall *a, struct pollfd *p)
 	return 3;
 }
 
-/* What is there to read of FD onto B: 1 at its end (or an error). */
-static int drain(int fd, struct sbuf *b, size_t cap)
+int fd_drain(int fd, struct sbuf *b, size_t max)
 {
 	char buf[65536];
 
@@ -220,7 +219,7 @@ static int drain(int fd, struct sbuf *b, size_t cap)
 			return 0;
 		if (r <= 0)
 			return 1;
-		if (b->len < cap && sbuf_add(b, buf, (size_t)r) < 0)
+		if (b->len < max && sbuf_add(b, buf, (size_t)r < max - b->len ? (size_t)r : max - b->len) < 0)
 			return 1;
 	}
 }
@@ -233,7 +232,7 @@ int acall_read(struct acall *a, int *status)
 	if (a->pid <= 0)
 		return 0;
 	acall_write(a);
-	drain(a->efd, &a->ebuf, ACALL_ERR_MAX);
+	fd_drain(a->efd, &a->ebuf, ACALL_ERR_MAX);
 	r = read(a->fd, buf, sizeof buf);
 	if (r > 0) {
 		if (sbuf_add(&a->buf, buf, (size_t)r) < 0) {
@@ -251,7 +250,7 @@ int acall_read(struct acall *a, int *status)
 	while (waitpid(a->pid, status, 0) < 0 && errno == EINTR)
 		;
 	a->pid = 0;
-	drain(a->efd, &a->ebuf, ACALL_ERR_MAX);
+	fd_drain(a->efd, &a->ebuf, ACALL_ERR_MAX);
 	close(a->efd);
 	if ((!a->buf.s && sbuf_add(&a->buf, "", 0) < 0) || (!a->ebuf.s && sbuf_add(&a->ebuf, "", 0) < 0))
 		*status = -1;

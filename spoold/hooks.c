@@ -274,26 +274,6 @@ static void hook_write(struct hook_run *h)
 	h->in = -1;
 }
 
-/* Read what there is of FD: the first MAX bytes onto B, the rest
- * dropped.  1 at its end (or an error), 0 when it may say more. */
-static int hook_drain(int fd, struct sbuf *b, size_t max)
-{
-	char buf[65536];
-
-	for (;;) {
-		ssize_t r = read(fd, buf, sizeof buf);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0 && errno == EAGAIN)
-			return 0;
-		if (r <= 0)
-			return 1;
-		if (b->len < max && sbuf_add(b, buf, (size_t)r < max - b->len ? (size_t)r : max - b->len) < 0)
-			return 1;
-	}
-}
-
 /* The first line of what B holds, made printable (malloc'd, or NULL). */
 static char *first_line(const struct sbuf *b)
 {
@@ -316,9 +296,9 @@ static void hook_end(struct daemon *d, struct hook_run *h, int status)
 	long long id = h->id;
 
 	if (h->out >= 0)
-		hook_drain(h->out, &h->said, HOOK_SAY_MAX);
+		fd_drain(h->out, &h->said, HOOK_SAY_MAX);
 	if (h->efd >= 0)
-		hook_drain(h->efd, &why, HOOK_SAY_MAX);
+		fd_drain(h->efd, &why, HOOK_SAY_MAX);
 	line = first_line(&h->said);
 	start = first_line(&why);
 	if (start)
@@ -349,7 +329,7 @@ static void hook_poll(struct daemon *d, struct hook_run *h)
 	if (!h->id)
 		return;
 	hook_write(h);
-	if (h->out >= 0 && hook_drain(h->out, &h->said, HOOK_SAY_MAX)) {
+	if (h->out >= 0 && fd_drain(h->out, &h->said, HOOK_SAY_MAX)) {
 		close(h->out);
 		h->out = -1;
 	}

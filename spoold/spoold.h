@@ -302,6 +302,9 @@ void links_events(struct daemon *d, const struct pollset *ps, size_t from);
  * due; *NEXT: the earliest deadline left. */
 void links_timers(struct daemon *d, long long now, long long *next);
 #define ACALL_ERR_MAX 65536
+/* Read what there is of non-blocking FD: the first MAX bytes onto B,
+ * the rest dropped.  1 at its end (or an error), 0 when it may say more. */
+int fd_drain(int fd, struct sbuf *b, size_t max);
 pid_t child_start(int *in, int *out, int *errfd, void (*body)(void *), void *arg);
 /* The worker with ARGS on N in such a child, installed there first when
  * ENSURE (a failure then is one `error` record on its output). */
