@@ -53,7 +53,8 @@ UNIT_BIN   = $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 BIN_COMMON = $(filter-out $(TOOLS:%=bin/%.c) bin/cardbaton.c,$(wildcard bin/*.c))
 
 # The fake NVML libraries the tests load (rules below).
-FAKE_NVML  = $(B)/tests/fake-nvml/libnvidia-ml.so.1 $(B)/tests/fake-nvml-old/libnvidia-ml.so.1
+FAKE_NVML  = $(B)/tests/fake-nvml/libnvidia-ml.so.1 $(B)/tests/fake-nvml-old/libnvidia-ml.so.1 \
+             $(B)/tests/failsync/failsync.so
 
 all: $(BINS) $(UNIT_BIN) $(FAKE_NVML)
 
@@ -116,6 +117,11 @@ $(B)/tests/fake-nvml/libnvidia-ml.so.1: tests/fake-nvml/fake-nvml.c
 $(B)/tests/fake-nvml-old/libnvidia-ml.so.1: tests/fake-nvml/fake-nvml.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -DFAKE_NVML_OLD $(WARN) $(CFLAGS) -shared -fPIC -o $@ $<
+
+# Syncs that fail with EIO on demand, LD_PRELOADed (tests/failsync/).
+$(B)/tests/failsync/failsync.so: tests/failsync/failsync.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -shared -fPIC -o $@ $< -ldl
 
 # A unit test may #include a worker source (it is libc only).
 $(B)/tests/unit/test_ckjson.o: worker/json.c worker/json.h

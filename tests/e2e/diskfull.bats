@@ -266,3 +266,32 @@ after_fault() {
 	[ "$(grep -c "cannot write the spool" "$T/daemon.log")" -eq 1 ]
 	records_ok
 }
+
+@test "a turn's records that cannot be made durable (fsync: EIO): the daemon exits 74 with one line, nothing sent on; restarted, the request is applied and the job runs once" {
+	printf 'spool: %s\nnodes:\n  local:\n    local: true\n' "$T/spool" > "$C"
+	id=$(sub --hold -- sh -c 'echo ran >> "$0"' "$T/ran")
+	# The daemon with syncs that fail once $T/bad exists.
+	CB_FAIL_SYNC=$T/bad LD_PRELOAD=$CB_BUILD/tests/failsync/failsync.so \
+		ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 \
+		cardbaton-spoold --config "$C" >>"$T/daemon.log" 2>&1 &
+	DAEMON_PID=$!
+	wait_for 10 '[ "$(field "$id" reason)" = held ]'
+	touch "$T/bad"
+	cardbaton-release --config "$C" "$id"
+	rc=0
+	wait "$DAEMON_PID" || rc=$?
+	DAEMON_PID=
+	[ "$rc" -eq 74 ]
+	[ "$(grep -c "cannot make this turn's records durable" "$T/daemon.log")" -eq 1 ]
+	grep "cannot make this turn's records durable" "$T/daemon.log" | grep -q 'Input/output error'
+	# Nothing went on: the job is held on disk, the request still waits.
+	[ "$(field "$id" reason)" = held ]
+	[ -n "$(ls "$T/spool/ctl")" ]
+	[ ! -e "$T/ran" ]
+	rm "$T/bad"
+	start_daemon
+	wait_for 10 final "$id"
+	[ "$(state "$id")" = succeeded ]
+	[ "$(cat "$T/ran")" = ran ]
+	[ -z "$(ls "$T/spool/ctl")" ]
+}
