@@ -131,25 +131,14 @@ static void parse_ids(const char *flag, const char *val, long long **v, size_t *
  * would find it), or submit ends with 66 naming the first that does not. */
 static void check_deps(struct spool *sp, const struct job_def *jd)
 {
-	const long long *lists[] = { jd->after, jd->after_any };
-	const size_t n[] = { jd->nafter, jd->nafter_any };
+	struct cb_err err = { 0 };
+	char *why;
+	int r = spool_deps_problem(sp, jd, LLONG_MAX, &why, &err);
 
-	for (int l = 0; l < 2; l++)
-		for (size_t i = 0; i < n[l]; i++) {
-			struct cb_err err = { 0 };
-			struct job j;
-			enum spool_dir d;
-			char *name;
-			int r = spool_find(sp, lists[l][i], &j, &d, &name, &err);
-
-			if (r < 0)
-				die_err(&err);
-			if (r == 0)
-				die(EX_NOINPUT_, "%s: no such job %lld", l ? "after_any" : "after",
-				    lists[l][i]);
-			free(name);
-			job_free(&j);
-		}
+	if (r < 0)
+		die_err(&err);
+	if (r > 0)
+		die(EX_NOINPUT_, "%s", why);
 }
 
 /* A text flag that must not be empty, longer than MAX bytes, nor hold

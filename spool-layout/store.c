@@ -17,8 +17,10 @@
 #include "names.h"
 #include "store.h"
 
-int spool_read_record(struct spool *sp, enum spool_dir d, const char *name,
-		      char **buf, size_t *len, struct cb_err *err)
+/* The text of the record DIR/NAME, unparsed (malloc'd, NUL-terminated;
+ * *len excludes the NUL), with spool_load's errors. */
+static int read_record(struct spool *sp, enum spool_dir d, const char *name,
+		       char **buf, size_t *len, struct cb_err *err)
 {
 	if (read_capped(sp->dir[d], name, RECORD_MAX, buf, len) < 0) {
 		/* Something that is no record (a stray symlink, directory,
@@ -44,7 +46,7 @@ int spool_load(struct spool *sp, enum spool_dir d, const char *name,
 	size_t len;
 	int r;
 
-	if (spool_read_record(sp, d, name, &buf, &len, err) < 0)
+	if (read_record(sp, d, name, &buf, &len, err) < 0)
 		return -1;
 	r = job_from_json(buf, len, j, NULL);
 	free(buf);
@@ -192,6 +194,38 @@ fail:
 	*name = NULL;
 	free(pn);
 	return -1;
+}
+
+int spool_deps_problem(struct spool *sp, const struct job_def *jd, long long below,
+		       char **why, struct cb_err *err)
+{
+	const long long *lists[] = { jd->after, jd->after_any };
+	const size_t n[] = { jd->nafter, jd->nafter_any };
+
+	*why = NULL;
+	for (int l = 0; l < 2; l++)
+		for (size_t i = 0; i < n[l]; i++) {
+			const char *key = l ? "after_any" : "after";
+			enum spool_dir dir;
+			struct job j;
+			char *name = NULL;
+			int r;
+
+			if (lists[l][i] >= below) {
+				*why = xasprintf("%s: job %lld is not an earlier job", key, lists[l][i]);
+				return *why ? 2 : cb_err_sys(err, EX_OSERR_, "deps");
+			}
+			if ((r = spool_find(sp, lists[l][i], &j, &dir, &name, err)) < 0)
+				return -1;
+			free(name);
+			if (r > 0) {
+				job_free(&j);
+				continue;
+			}
+			*why = xasprintf("%s: no such job %lld", key, lists[l][i]);
+			return *why ? 1 : cb_err_sys(err, EX_OSERR_, "deps");
+		}
+	return 0;
 }
 
 int spool_reject(struct spool *sp, enum spool_dir from, const char *name,

@@ -11,15 +11,9 @@
 /* The largest record a reader reads (larger: bad data). */
 #define RECORD_MAX (16u << 20)
 
-/* The text of the record DIR/NAME, unparsed (malloc'd, NUL-terminated;
- * *len excludes the NUL): what is not a regular file, or is larger
- * than RECORD_MAX, is EX_DATAERR_ naming the file; a file that is gone
- * EX_NOINPUT_. */
-int spool_read_record(struct spool *sp, enum spool_dir d, const char *name,
-		      char **buf, size_t *len, struct cb_err *err);
-
-/* Load the record DIR/NAME.  Errors EX_DATAERR_ naming the file (as
- * spool_read_record, and "not a valid job record"). */
+/* Load the record DIR/NAME.  Errors: EX_DATAERR_ naming the file
+ * (what is not a regular file, is larger than RECORD_MAX, or is not a
+ * valid job record); EX_NOINPUT_ for a file that is gone. */
 int spool_load(struct spool *sp, enum spool_dir d, const char *name,
 	       struct job *j, struct cb_err *err);
 
@@ -40,6 +34,17 @@ int spool_load_pending(struct spool *sp, enum spool_dir d, const char *name,
  */
 int spool_find(struct spool *sp, long long id, struct job *j,
 	       enum spool_dir *d, char **name, struct cb_err *err);
+
+/*
+ * The jobs JD follows (`after`, then `after_any`): each must be lower
+ * than BELOW (the job's own ID; LLONG_MAX when it has none yet) and
+ * found by spool_find.  0 when all are; else the problem with the
+ * first that is not, in words ("after: no such job 5", "after_any: job
+ * 9 is not an earlier job") into *WHY (malloc'd): 1 for one with no
+ * record, 2 for one not earlier.  -1 with ERR.
+ */
+int spool_deps_problem(struct spool *sp, const struct job_def *jd, long long below,
+		       char **why, struct cb_err *err);
 
 /* Reject FROM/NAME (a submission first dropped as ORIG): move it into
  * rejected/ as "<seq>.job" beside "<seq>.reason" holding "original

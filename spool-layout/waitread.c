@@ -169,10 +169,8 @@ static int load_copy(struct spool *sp, const struct copy *c, long long *rev,
 {
 	struct cb_err e = { 0 };
 	struct job j;
-	char *buf;
-	size_t len;
 
-	if (spool_read_record(sp, c->d, c->name, &buf, &len, &e) < 0) {
+	if (spool_load(sp, c->d, c->name, &j, &e) < 0) {
 		if (e.ex == EX_NOINPUT_) {
 			cb_err_free(&e);
 			return 0;
@@ -181,16 +179,10 @@ static int load_copy(struct spool *sp, const struct copy *c, long long *rev,
 		*err = e;
 		return -1;
 	}
-	if (job_from_json(buf, len, &j, NULL) < 0) {
-		free(buf);
-		return cb_err_set(err, EX_DATAERR_, "%s/%s/%s: not a valid job record",
-				  sp->path, spool_dir_name[c->d], c->name);
-	}
 	*rev = j.rev;
 	*state = j.state;
 	*held = c->d == SD_QUEUED && j.def.hold;
 	job_free(&j);
-	free(buf);
 	return 1;
 }
 

@@ -232,32 +232,16 @@ static char *placement_problem(const struct daemon *d, const struct job_def *jd)
 }
 
 /* Job ID's dependencies are earlier jobs, each found in the spool
- * (one of the same batch is in incoming/ by now). */
+ * (one of the same batch is in incoming/ by now); a failure to look
+ * is not held against the job. */
 static char *dep_problem(struct daemon *d, const struct job_def *jd, long long id)
 {
-	const long long *lists[] = { jd->after, jd->after_any };
-	const size_t n[] = { jd->nafter, jd->nafter_any };
+	struct cb_err err = { 0 };
+	char *why;
 
-	for (int l = 0; l < 2; l++)
-		for (size_t i = 0; i < n[l]; i++) {
-			const char *key = l ? "after_any" : "after";
-			struct cb_err err = { 0 };
-			enum spool_dir dir;
-			struct job j;
-			char *name = NULL;
-			int r;
-
-			if (lists[l][i] >= id)
-				return xasprintf("%s: job %lld is not an earlier job", key, lists[l][i]);
-			r = spool_find(&d->sp, lists[l][i], &j, &dir, &name, &err);
-			cb_err_free(&err);
-			free(name);
-			if (r > 0)
-				job_free(&j);
-			if (r == 0)
-				return xasprintf("%s: no such job %lld", key, lists[l][i]);
-		}
-	return NULL;
+	if (spool_deps_problem(&d->sp, jd, id, &why, &err) < 0)
+		cb_err_free(&err);
+	return why;
 }
 
 /*

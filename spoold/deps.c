@@ -14,10 +14,8 @@
  * Jobs are looked at again only when some job has ended since
  * (dep_gen): nothing else changes a verdict.
  */
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "plan.h"
 #include "spoold.h"
