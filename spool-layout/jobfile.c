@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "expand.h"
 #include "spool.h"
 #include "yamlx.h"
 
@@ -18,7 +19,7 @@
 #define MAX_ENV JOB_MAX_ENV     /* env entries */
 #define NAME_MAX_LEN JOB_NAME_MAX       /* the `name` field, in bytes */
 
-enum kind { K_COMMAND, K_STR, K_INT, K_GPUS, K_ENV, K_BOOL, K_TIME, K_IDS };   /* K_COMMAND: see cmd_at */
+enum kind { K_COMMAND, K_STR, K_INT, K_GPUS, K_ENV, K_BOOL, K_TIME, K_IDS, K_PARAMS };   /* K_COMMAND: see cmd_at */
 
 struct field {
 	const char *key;
@@ -32,6 +33,8 @@ struct field {
 static const char *check_nonempty(const char *s);
 static const char *check_node(const char *s);
 static const char *check_name(const char *s);
+static const char *check_array(const char *s);
+static int env_name_ok(const char *s, size_t len);
 
 #define OFF(m) offsetof(struct job_def, m)
 static const struct field fields[] = {     /* in the order JSON shows them */
@@ -46,6 +49,9 @@ static const struct field fields[] = {     /* in the order JSON shows them */
 	{ "begin", JF_BEGIN, K_TIME, OFF(begin), 0, 0, NULL },
 	{ "after", JF_AFTER, K_IDS, 0, 0, 0, NULL },
 	{ "after_any", JF_AFTER_ANY, K_IDS, 0, 0, 0, NULL },
+	{ "array", JF_ARRAY, K_STR, OFF(array), 0, 0, check_array },
+	{ "params", JF_PARAMS, K_PARAMS, 0, 0, 0, NULL },
+	{ "max_running", JF_MAX_RUNNING, K_INT, OFF(max_running), 1, JOB_MAX_MEMBERS, NULL },
 	{ "timeout_seconds", JF_TIMEOUT, K_INT, OFF(timeout_seconds), 0, TIMEOUT_MAX, NULL },
 	{ "resume_command", JF_RESUME, K_COMMAND, 0, 0, 0, NULL },
 	{ "checkpoint_grace_seconds", JF_GRACE, K_INT, OFF(checkpoint_grace_seconds),
@@ -151,6 +157,38 @@ static const char *check_name(const char *s)
 	return NULL;
 }
 
+static const char *check_array(const char *s)
+{
+	struct array_spec a;
+	const char *why = array_spec_parse(s, &a);
+
+	array_spec_free(&a);
+	return why;
+}
+
+/* A parameter value: what a name may hold, and not empty. */
+static const char *check_value(const char *s)
+{
+	const char *why = check_nonempty(s);
+
+	if (why)
+		return why;
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		if (*p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
+			return "must not contain control characters";
+	return NULL;
+}
+
+/* A key of `params`: a variable name's characters, not "index". */
+static const char *check_param_key(const char *s)
+{
+	if (!env_name_ok(s, strlen(s)))
+		return "not a valid parameter name ([A-Za-z_][A-Za-z0-9_]*)";
+	if (!strcmp(s, "index"))
+		return "is the array index, not a parameter name";
+	return NULL;
+}
+
 static const char *check_shell(const char *s)
 {
 	return *s ? NULL : "must not be empty";
@@ -229,6 +267,55 @@ static int yaml_env(const struct yx_ctx *c, const struct yx_node *v,
 	return 0;
 }
 
+static int yaml_params(const struct yx_ctx *c, const struct yx_node *v,
+		       const struct yx_path *p, struct job_def *jd)
+{
+	size_t n;
+
+	if (yx_map(c, v, p))
+		return -1;
+	if (!(n = v->n / 2))
+		return yx_fail(c, v, p, "must name at least one parameter");
+	if (n > JOB_MAX_PARAMS)
+		return yx_fail(c, v, p, "more than %d parameters", JOB_MAX_PARAMS);
+	if (!(jd->params = calloc(n, sizeof *jd->params)))
+		return cb_err_set(c->err, EX_OSERR_, "%s: %s", c->fname, strerror(ENOMEM));
+	for (size_t i = 0; i < n; i++) {
+		const struct yx_node *k = &v->kids[2 * i], *val = &v->kids[2 * i + 1];
+		struct yx_path kp = { p, k->s, -1 };
+		struct job_param *jp = &jd->params[i];
+		const char *bad;
+
+		if ((bad = check_param_key(k->s)))
+			return yx_fail(c, k, &kp, "%s", bad);
+		jd->nparams = i + 1;
+		if (!(jp->key = strdup(k->s)))
+			return cb_err_set(c->err, EX_OSERR_, "%s: %s", c->fname, strerror(ENOMEM));
+		if (yx_seq(c, val, &kp, JOB_MAX_MEMBERS))
+			return -1;
+		if (!val->n)
+			return yx_fail(c, val, &kp, "must list at least one value");
+		if (!(jp->vals = calloc(val->n, sizeof *jp->vals)))
+			return cb_err_set(c->err, EX_OSERR_, "%s: %s", c->fname, strerror(ENOMEM));
+		for (size_t j = 0; j < val->n; j++) {
+			struct yx_path ip = { &kp, NULL, (long long)j };
+			const char *s;
+
+			if (yx_str(c, &val->kids[j], &ip, &s))
+				return -1;
+			if ((bad = check_value(s)))
+				return yx_fail(c, &val->kids[j], &ip, "%s", bad);
+			for (size_t q = 0; q < j; q++)
+				if (!strcmp(jp->vals[q], s))
+					return yx_fail(c, &val->kids[j], &ip, "'%s' is listed twice", s);
+			if (!(jp->vals[j] = strdup(s)))
+				return cb_err_set(c->err, EX_OSERR_, "%s: %s", c->fname, strerror(ENOMEM));
+			jp->nvals = j + 1;
+		}
+	}
+	return 0;
+}
+
 static int yaml_field(const struct yx_ctx *c, const struct field *f,
 		      const struct yx_node *v, struct job_def *jd)
 {
@@ -252,6 +339,8 @@ static int yaml_field(const struct yx_ctx *c, const struct field *f,
 		return yx_int_set(c, v, &p, 0, GPU_INDEX_MAX, 1, &jd->gpus, &jd->ngpus);
 	case K_ENV:
 		return yaml_env(c, v, &p, jd);
+	case K_PARAMS:
+		return yaml_params(c, v, &p, jd);
 	case K_BOOL:
 		return yx_bool(c, v, &p, int_at(jd, f));
 	case K_TIME:
@@ -337,6 +426,13 @@ bad:
  * file of defaults, completed by `submit -- CMD`). */
 static int check_fields(const struct job_def *jd, const char *fname, struct cb_err *err)
 {
+	struct expander x;
+	const char *why;
+
+	if (expander_init(&x, jd, &why) < 0)
+		return why ? cb_err_set(err, EX_DATAERR_, "%s: %s", fname, why) :
+			     cb_err_set(err, EX_OSERR_, "%s: %s", fname, strerror(ENOMEM));
+	expander_free(&x);
 	if ((jd->set & JF_GPUS) && (jd->set & JF_GPU_COUNT) &&
 	    jd->gpu_count != (long long)jd->ngpus)
 		return cb_err_set(err, EX_DATAERR_,
@@ -391,6 +487,39 @@ static int str_dup(const char *s, char **out)
 	*out = NULL;
 	if (s && !(*out = strdup(s)))
 		return -1;
+	return 0;
+}
+
+void jobdef_params_free(struct job_def *jd)
+{
+	for (size_t i = 0; i < jd->nparams; i++) {
+		free(jd->params[i].key);
+		yx_strv_free(jd->params[i].vals, jd->params[i].nvals);
+	}
+	free(jd->params);
+	jd->params = NULL;
+	jd->nparams = 0;
+}
+
+/* SRC's params into OUT's (empty before): 0, or -1 (ENOMEM) with
+ * OUT's empty. */
+static int params_dup(const struct job_def *src, struct job_def *out)
+{
+	if (!src->nparams)
+		return 0;
+	if (!(out->params = calloc(src->nparams, sizeof *out->params)))
+		return -1;
+	for (size_t i = 0; i < src->nparams; i++) {
+		struct job_param *d = &out->params[i];
+
+		out->nparams = i + 1;
+		if (!(d->key = strdup(src->params[i].key)) ||
+		    !(d->vals = strv_dup(src->params[i].vals, src->params[i].nvals))) {
+			jobdef_params_free(out);
+			return -1;
+		}
+		d->nvals = src->params[i].nvals;
+	}
 	return 0;
 }
 
@@ -465,6 +594,16 @@ int jobdef_merge(struct job_def *dst, const struct job_def *src)
 			dst->ngpus = src->ngpus;
 			break;
 		}
+		case K_PARAMS: {
+			struct job_def t = { 0 };
+
+			if (params_dup(src, &t) < 0)
+				return -1;
+			jobdef_params_free(dst);
+			dst->params = t.params;
+			dst->nparams = t.nparams;
+			break;
+		}
 		case K_ENV: {
 			char **e = NULL;
 
@@ -496,6 +635,8 @@ void jobdef_free(struct job_def *jd)
 	yx_strv_free(jd->env, jd->nenv);
 	free(jd->after);
 	free(jd->after_any);
+	free(jd->array);
+	jobdef_params_free(jd);
 	memset(jd, 0, sizeof *jd);
 }
 
@@ -558,6 +699,20 @@ static cJSON *json_field(const struct job_def *jd, const struct field *f)
 			}
 		}
 		return a;
+	case K_PARAMS:
+		if (!(a = cJSON_CreateObject()))
+			return NULL;
+		for (size_t i = 0; i < jd->nparams; i++) {
+			const struct job_param *p = &jd->params[i];
+			cJSON *x = cJSON_CreateStringArray((const char *const *)p->vals, (int)p->nvals);
+
+			if (!x || !cJSON_AddItemToObject(a, p->key, x)) {
+				cJSON_Delete(x);
+				cJSON_Delete(a);
+				return NULL;
+			}
+		}
+		return a;
 	case K_ENV:
 		if (!(a = cJSON_CreateObject()))
 			return NULL;
@@ -604,7 +759,7 @@ cJSON *jobdef_to_json(const struct job_def *jd)
 		 * or as something jobdef_from_json refuses. */
 		if ((f->kind == K_COMMAND && !*cr.shell && !*cr.argv) ||
 		    (f->kind == K_STR && !*str_at((struct job_def *)jd, f)) ||
-		    (f->kind == K_GPUS && !jd->ngpus) ||
+		    (f->kind == K_GPUS && !jd->ngpus) || (f->kind == K_PARAMS && !jd->nparams) ||
 		    (f->kind == K_IDS && !*ids_at((struct job_def *)jd, f).n))
 			continue;
 		if (!(v = json_field(jd, f)) || !cJSON_AddItemToObject(o, f->key, v)) {
@@ -728,6 +883,42 @@ static int json_field_in(const cJSON *v, const struct field *f, struct job_def *
 				if (jd->gpus[i] == (int)ll)
 					return -1;
 			jd->gpus[jd->ngpus++] = (int)ll;
+		}
+		return 0;
+	case K_PARAMS:
+		if (!cJSON_IsObject(v) || (n = (size_t)cJSON_GetArraySize(v)) == 0 ||
+		    n > JOB_MAX_PARAMS)
+			return -1;
+		if (!(jd->params = calloc(n, sizeof *jd->params)))
+			return -1;
+		cJSON_ArrayForEach(x, v) {
+			struct job_param *p = &jd->params[jd->nparams];
+			const cJSON *y;
+			size_t nv = (size_t)cJSON_GetArraySize(x);
+
+			if (!x->string || check_param_key(x->string) || !cJSON_IsArray(x) || !nv ||
+			    nv > JOB_MAX_MEMBERS)
+				return -1;
+			for (i = 0; i < jd->nparams; i++)
+				if (!strcmp(jd->params[i].key, x->string))
+					return -1;
+			jd->nparams++;
+			if (!(p->key = strdup(x->string)) || !(p->vals = calloc(nv, sizeof *p->vals))) {
+				errno = ENOMEM;
+				return -1;
+			}
+			cJSON_ArrayForEach(y, x) {
+				if (json_str(y, &s) || check_value(s))
+					return -1;
+				for (i = 0; i < p->nvals; i++)
+					if (!strcmp(p->vals[i], s))
+						return -1;
+				if (!(p->vals[p->nvals] = strdup(s))) {
+					errno = ENOMEM;
+					return -1;
+				}
+				p->nvals++;
+			}
 		}
 		return 0;
 	case K_ENV:

@@ -30,6 +30,9 @@ enum {
 	JF_BEGIN = 1 << 12,
 	JF_AFTER = 1 << 13,
 	JF_AFTER_ANY = 1 << 14,
+	JF_ARRAY = 1 << 15,
+	JF_PARAMS = 1 << 16,
+	JF_MAX_RUNNING = 1 << 17,
 };
 
 #define GPU_INDEX_MAX 1023
@@ -43,6 +46,15 @@ enum {
 #define TIMEOUT_MAX 315360000LL         /* ten years, in seconds */
 #define DEFAULT_GRACE 60
 #define JOB_MAX_DEPS 1024       /* IDs in `after` and in `after_any` */
+#define JOB_MAX_MEMBERS 10000   /* jobs one array or sweep makes */
+#define JOB_MAX_PARAMS 64       /* keys of `params` */
+
+/* A key of a parameter sweep and its values (distinct, non-empty). */
+struct job_param {
+	char *key;              /* [A-Za-z_][A-Za-z0-9_]*, not "index" */
+	char **vals;
+	size_t nvals;
+};
 
 struct job_def {
 	unsigned set;           /* JF_* bits of the fields present */
@@ -70,6 +82,13 @@ struct job_def {
 	 * ended. */
 	long long *after, *after_any;
 	size_t nafter, nafter_any;
+	/* Many jobs from one (expand.h): an array spec ("0-9%2"), or the
+	 * keys of a sweep, in order; at most max_running of them run at
+	 * once (0: no limit). */
+	char *array;
+	struct job_param *params;
+	size_t nparams;
+	long long max_running;
 };
 
 /*
@@ -105,5 +124,6 @@ cJSON *jobdef_to_json(const struct job_def *jd);
 int jobdef_from_json(const cJSON *obj, struct job_def *jd);
 
 void jobdef_free(struct job_def *jd);
+void jobdef_params_free(struct job_def *jd);    /* params only */
 
 #endif

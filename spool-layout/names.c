@@ -4,6 +4,8 @@
  *   queued/   KKKKKKKKK-SSSSSSSSSS.job   K = 100000000 - priority
  *   others    SSSSSSSSSS.job             S = job ID, 10 digits
  *   hooks/    SSSSSSSSSS.hook
+ *   new/      KKKKKKKKK-SSSSSSSSSS+NNNNN.job   the N jobs S .. S+N-1 of
+ *   incoming/ SSSSSSSSSS+NNNNN.job             one array or sweep
  *
  * Fixed widths make byte order equal numeric order, so `ls queued/`
  * is dispatch order.
@@ -59,6 +61,43 @@ char *name_hook(long long seq)
 	return xasprintf("%010lld.hook", seq);
 }
 
+/* A block of COUNT IDs from SEQ, all of them IDs. */
+static int block_ok(long long seq, long long count)
+{
+	return seq >= 1 && count >= 1 && count <= BLOCK_MAX && seq <= SEQ_MAX - count + 1;
+}
+
+char *name_block_queued(long long prio, long long seq, long long count)
+{
+	if (prio < PRIO_MIN || prio > PRIO_MAX || !block_ok(seq, count)) {
+		errno = ERANGE;
+		return NULL;
+	}
+	return xasprintf("%09lld-%010lld+%05lld.job", PRIO_BIAS - prio, seq, count);
+}
+
+char *name_block(long long seq, long long count)
+{
+	if (!block_ok(seq, count)) {
+		errno = ERANGE;
+		return NULL;
+	}
+	return xasprintf("%010lld+%05lld.job", seq, count);
+}
+
+int name_parse_block(const char *name, long long *seq, long long *count)
+{
+	long long s, c;
+
+	if (strlen(name) != 10 + 1 + 5 + 4 || name[10] != '+' || strcmp(name + 16, ".job"))
+		return -1;
+	if (digits(name, 10, &s) < 0 || digits(name + 11, 5, &c) < 0 || !block_ok(s, c))
+		return -1;
+	*seq = s;
+	*count = c;
+	return 0;
+}
+
 int name_parse_queued(const char *name, long long *prio, long long *seq)
 {
 	long long k, s;
@@ -98,13 +137,24 @@ int name_parse_hook(const char *name, long long *seq)
 	return 0;
 }
 
-int name_classify_new(const char *name, long long *prio, long long *seq)
+int name_classify_new(const char *name, long long *prio, long long *seq, long long *count)
 {
 	size_t n = strlen(name);
+	long long k;
 
 	if (name[0] == '.' || n < 4 || strcmp(name + n - 4, ".job"))
 		return -1;
-	return name_parse_queued(name, prio, seq) == 0 ? 1 : 0;
+	*count = 1;
+	if (name_parse_queued(name, prio, seq) == 0)
+		return 1;
+	/* KKKKKKKKK-SSSSSSSSSS+NNNNN.job */
+	if (n == 9 + 1 + 20 && name[9] == '-' && digits(name, 9, &k) == 0 &&
+	    PRIO_BIAS - k >= PRIO_MIN && PRIO_BIAS - k <= PRIO_MAX &&
+	    name_parse_block(name + 10, seq, count) == 0) {
+		*prio = PRIO_BIAS - k;
+		return 2;
+	}
+	return 0;
 }
 
 int jobid_parse(const char *s, long long *id)

@@ -20,6 +20,16 @@
 char *name_queued(long long prio, long long seq);
 char *name_plain(long long seq);
 
+/*
+ * The N jobs of one array or sweep (BLOCK_MAX at most), S .. S+N-1,
+ * before they are accepted: KKKKKKKKK-SSSSSSSSSS+NNNNN.job in new/
+ * (what `cardbaton submit` writes), SSSSSSSSSS+NNNNN.job in incoming/.
+ */
+#define BLOCK_MAX 10000
+char *name_block_queued(long long prio, long long seq, long long count);
+char *name_block(long long seq, long long count);
+int name_parse_block(const char *name, long long *seq, long long *count);
+
 /* hooks/: SSSSSSSSSS.hook, the pending on_finish hook of job S. */
 char *name_hook(long long seq);
 
@@ -29,9 +39,10 @@ int name_parse_plain(const char *name, long long *seq);
 int name_parse_hook(const char *name, long long *seq);
 
 /* For a directory entry of new/: -1 ignore it (begins with '.', or
- * does not end in ".job"); 1 it is of the queued grammar (prio and seq
- * set); 0 any other accepted name (gets the next sequence number). */
-int name_classify_new(const char *name, long long *prio, long long *seq);
+ * does not end in ".job"); 1 it is of the queued grammar, 2 a block's
+ * (prio, seq set, and count: 1, or the block's N); 0 any other
+ * accepted name (gets the next sequence number). */
+int name_classify_new(const char *name, long long *prio, long long *seq, long long *count);
 
 /* A job ID as a user types it: decimal, leading zeros allowed, in
  * 1..SEQ_MAX.  0 or -1. */

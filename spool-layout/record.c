@@ -11,15 +11,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "expand.h"
 #include "names.h"
 #include "record.h"
 
-char *queued_reason(const struct job_def *d, long long now)
+char *queued_reason(const struct job *j, long long now)
 {
+	const struct job_def *d = &j->def;
 	char *t, *r;
 
 	if (d->hold)
 		return strdup("held");
+	if (d->begin <= now && j->max_running)
+		return xasprintf("waiting to be scheduled (at most %lld of array %lld at once)",
+				 j->max_running, j->array_id);
 	if (d->begin <= now)
 		return strdup("waiting to be scheduled");
 	if (!(t = rfc3339(d->begin)))
@@ -188,6 +193,18 @@ static int add_command(cJSON *o, const struct job_def *d)
 	return add_strs(o, "command", NULL, 0);
 }
 
+/* "array": {"id": FIRST, "index": I}, or null. */
+static int add_array(cJSON *o, const struct job *j)
+{
+	cJSON *a;
+
+	if (!j->array_id)
+		return cJSON_AddNullToObject(o, "array") ? 0 : -1;
+	if (!(a = cJSON_AddObjectToObject(o, "array")))
+		return -1;
+	return add_num(a, "id", j->array_id) || add_num(a, "index", j->array_index) ? -1 : 0;
+}
+
 /* Fields shared by the record and the status view. */
 static int add_common(cJSON *o, const struct job *j)
 {
@@ -212,7 +229,8 @@ static int add_common(cJSON *o, const struct job *j)
 		return -1;
 	}
 	return add_lls(o, "after", j->def.after, j->def.nafter) ||
-	       add_lls(o, "after_any", j->def.after_any, j->def.nafter_any) ? -1 : 0;
+	       add_lls(o, "after_any", j->def.after_any, j->def.nafter_any) ||
+	       add_array(o, j) ? -1 : 0;
 }
 
 static int add_tail(cJSON *o, const struct job *j, int with_ms)
@@ -253,7 +271,8 @@ char *job_to_json(const struct job *j)
 	if (add_common(o, j) || add_num(o, "rev", j->rev) || add_tail(o, j, 1) ||
 	    add_time(o, "queued_at", j->queued_at, 1) ||
 	    add_str(o, "checkpoint", j->checkpoint) ||
-	    add_str(o, "checkpoint_node", j->checkpoint_node))
+	    add_str(o, "checkpoint_node", j->checkpoint_node) ||
+	    (j->max_running && add_num(o, "max_running", j->max_running)))
 		goto out;
 	if (!(def = jobdef_to_json(&j->def)) || !cJSON_AddItemToObject(o, "job", def)) {
 		cJSON_Delete(def);
@@ -392,6 +411,23 @@ static int attempt_from_json(const cJSON *o, struct attempt *a)
 	return 0;
 }
 
+/* "array", as add_array writes it (the index an array's, or a sweep's
+ * member number). */
+static int get_array(const cJSON *o, struct job *j)
+{
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "array");
+
+	if (!a || cJSON_IsNull(a))
+		return 0;
+	if (!cJSON_IsObject(a) || get_ll(a, "id", &j->array_id, 1) ||
+	    get_ll(a, "index", &j->array_index, 1) || j->array_id < 1 || j->array_id > SEQ_MAX ||
+	    j->array_index < 0 || j->array_index > ARRAY_INDEX_MAX) {
+		j->array_id = 0;
+		return -1;
+	}
+	return 0;
+}
+
 int job_from_json(const char *buf, size_t len, struct job *j, struct cb_err *err)
 {
 	cJSON *o = cJSON_ParseWithLength(buf, len);
@@ -410,7 +446,10 @@ int job_from_json(const char *buf, size_t len, struct job *j, struct cb_err *err
 	    get_ll(o, "queued_at_ms", &j->queued_at, 0) ||
 	    get_ll(o, "started_ms", &j->started, 0) || get_ll(o, "finished_ms", &j->finished, 0) ||
 	    get_str(o, "checkpoint", &j->checkpoint) ||
-	    get_str(o, "checkpoint_node", &j->checkpoint_node))
+	    get_str(o, "checkpoint_node", &j->checkpoint_node) ||
+	    get_array(o, j) || get_ll(o, "max_running", &j->max_running, 0) ||
+	    j->max_running < 0 || j->max_running > JOB_MAX_MEMBERS ||
+	    (j->max_running && !j->array_id))
 		goto out;
 	if (jobdef_from_json(cJSON_GetObjectItemCaseSensitive(o, "job"), &j->def) < 0)
 		goto out;

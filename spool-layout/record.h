@@ -61,6 +61,9 @@ struct job {
 	size_t natt;
 	char *checkpoint;       /* saved state to resume from, or NULL */
 	char *checkpoint_node;  /* node that holds it */
+	/* A member of an array or sweep (expand.h): the group's first job
+	 * ID (0: none), its index, and the group's limit (0: none). */
+	long long array_id, array_index, max_running;
 };
 
 /* The record as JSON text (pretty, LF-terminated) / back.  The JSON
@@ -71,8 +74,10 @@ int job_from_json(const char *buf, size_t len, struct job *j, struct cb_err *err
 /* One element of `status --json` "jobs" (LAYOUT.md, SPEC §2). */
 cJSON *job_status_json(const struct job *j);
 /* The reason of a job queued now (NOW, epoch ms) by what it asks:
- * "held", "begins at TIME", or "waiting to be scheduled"; malloc'd. */
-char *queued_reason(const struct job_def *d, long long now);
+ * "held", "begins at TIME", or "waiting to be scheduled" (with "(at
+ * most K of array ID at once)" for a member of a limited group);
+ * malloc'd. */
+char *queued_reason(const struct job *j, long long now);
 /* Last attempt, or NULL. */
 struct attempt *job_last_attempt(const struct job *j);
 struct attempt *job_new_attempt(struct job *j);    /* appended, zeroed, n set */

@@ -23,6 +23,7 @@
  *   atomic.h    the rename that never replaces
  *   names.h     the file-name grammar, job and attempt IDs
  *   jobfile.h   job files (YAML or JSON)
+ *   expand.h    arrays and sweeps: one definition, many jobs
  *   config.h    config.yaml
  *   record.h    job records
  *   spooldir.h  the spool directory: open, lock, list, seq, submit
@@ -50,6 +51,7 @@
 #include "atomic.h"
 #include "names.h"
 #include "jobfile.h"
+#include "expand.h"
 #include "config.h"
 #include "record.h"
 #include "spooldir.h"

@@ -202,16 +202,19 @@ static int list(struct reading *g, struct cb_err *err)
 		if (spool_list(sp, d, &names, &n) < 0)
 			return cb_err_sys(err, EX_OSERR_, "%s/%s", sp->path, spool_dir_name[d]);
 		for (size_t i = 0; i < n && !bad; i++) {
-			long long id, prio;
+			long long id, prio, count;
 			int c;
 
 			switch (d) {
 			case SD_NEW:
-				c = name_classify_new(names[i], &prio, &id);
+			case SD_INCOMING:
+				/* A block of an array or sweep: each of its IDs. */
+				c = d == SD_NEW ? name_classify_new(names[i], &prio, &id, &count) : 1;
 				if (c == 0)
 					r->foreign++;
-				if (c == 1)
-					bad = add_ent(g, id, d, names[i]) < 0;
+				if (c > 0 && spool_pending_ids(d, names[i], &id, &count) >= 0)
+					for (long long m = 0; m < count && !bad; m++)
+						bad = add_ent(g, id + m, d, names[i]) < 0;
 				break;
 			case SD_QUEUED:
 				if (name_parse_queued(names[i], &prio, &id) == 0)

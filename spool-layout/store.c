@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "crash.h"
+#include "expand.h"
 #include "names.h"
 #include "store.h"
 
@@ -56,12 +57,57 @@ int spool_load(struct spool *sp, enum spool_dir d, const char *name,
 	return 0;
 }
 
+int spool_pending_ids(enum spool_dir d, const char *name, long long *first, long long *count)
+{
+	long long prio;
+	int c;
+
+	*count = 1;
+	if (d == SD_NEW)
+		return (c = name_classify_new(name, &prio, first, count)) > 0 ? c - 1 : -1;
+	if (name_parse_plain(name, first) == 0)
+		return 0;
+	return name_parse_block(name, first, count) == 0 ? 1 : -1;
+}
+
+/* J's definition, a block's, replaced by that of its member J->id
+ * (the block's first job FIRST); left as it is when it is no block's. */
+static int pending_member(struct job *j, long long first)
+{
+	struct expander x;
+	struct job_def m;
+	const char *why;
+	long long idx;
+
+	if (!jobdef_is_many(&j->def) || expander_init(&x, &j->def, &why) < 0)
+		return 0;
+	if ((size_t)(j->id - first) >= x.n) {
+		expander_free(&x);
+		return 0;
+	}
+	switch (expander_member(&x, (size_t)(j->id - first), first, &m, &idx, &why)) {
+	case 1:
+		expander_free(&x);
+		return 0;       /* the daemon will reject it */
+	case -1:
+		expander_free(&x);
+		return -1;
+	}
+	j->array_id = first;
+	j->array_index = idx;
+	j->max_running = x.limit;
+	expander_free(&x);
+	jobdef_free(&j->def);
+	j->def = m;
+	return 0;
+}
+
 int spool_load_pending(struct spool *sp, enum spool_dir d, const char *name,
 		       long long id, struct job *j, struct cb_err *err)
 {
 	char *buf = NULL;
 	size_t len;
-	long long prio, seq;
+	long long prio, seq, count;
 	struct stat st;
 
 	memset(j, 0, sizeof *j);
@@ -85,9 +131,10 @@ int spool_load_pending(struct spool *sp, enum spool_dir d, const char *name,
 		free(buf);
 	}
 	j->priority = j->def.priority;
-	if (name_parse_queued(name, &prio, &seq) == 0)
+	if (d == SD_NEW && name_classify_new(name, &prio, &seq, &count) > 0)
 		j->priority = prio;
-	if (!(j->reason = strdup("waiting for the daemon to accept it")))
+	if ((spool_pending_ids(d, name, &seq, &count) == 1 && pending_member(j, seq) < 0) ||
+	    !(j->reason = strdup("waiting for the daemon to accept it")))
 		return cb_err_sys(err, EX_OSERR_, "find");
 	return 0;
 }
@@ -148,38 +195,35 @@ int spool_find(struct spool *sp, long long id, struct job *j,
 	names = NULL;
 	if (found)
 		goto done;
-	/* Not accepted yet: incoming/, or new/ under the submit grammar. */
-	if (faccessat(sp->dir[SD_INCOMING], pn, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
-		if (spool_load_pending(sp, SD_INCOMING, pn, id, j, err) == 0) {
-			*d = SD_INCOMING;
-			*name = pn;
-			return 1;
-		}
-		if (err->ex != EX_NOINPUT_)     /* gone meanwhile: look on */
-			goto fail;
-		cb_err_free(err);
-		job_free(j);
-	}
-	if (spool_list(sp, SD_NEW, &names, &n) < 0)
-		goto sysfail;
-	for (size_t i = 0; i < n; i++) {
-		long long prio, seq;
+	/* Not accepted yet: incoming/, or new/ under the submit grammar
+	 * (a block's name holds its IDs). */
+	for (int k = 0; k < 2 && !found; k++) {
+		enum spool_dir pd = k ? SD_NEW : SD_INCOMING;
 
-		if (name_classify_new(names[i], &prio, &seq) != 1 || seq != id)
-			continue;
-		if (spool_load_pending(sp, SD_NEW, names[i], id, j, err) < 0) {
-			if (err->ex != EX_NOINPUT_)
-				goto fail;
-			cb_err_free(err);
-			job_free(j);
-			continue;       /* taken by the daemon meanwhile */
+		if (spool_list(sp, pd, &names, &n) < 0)
+			goto sysfail;
+		for (size_t i = 0; i < n; i++) {
+			long long first, count;
+
+			if (spool_pending_ids(pd, names[i], &first, &count) < 0 ||
+			    id < first || id - first >= count)
+				continue;
+			if (spool_load_pending(sp, pd, names[i], id, j, err) < 0) {
+				if (err->ex != EX_NOINPUT_)
+					goto fail;
+				cb_err_free(err);
+				job_free(j);
+				continue;       /* taken by the daemon meanwhile */
+			}
+			*d = pd;
+			*name = strdup(names[i]);
+			found = 1;
+			break;
 		}
-		*d = SD_NEW;
-		*name = strdup(names[i]);
-		found = 1;
-		break;
+		spool_list_free(names, n);
+		names = NULL;
+		n = 0;
 	}
-	spool_list_free(names, n);
 	free(pn);
 	return found && !*name ? cb_err_sys(err, EX_OSERR_, "find") : found;
 done:

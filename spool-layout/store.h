@@ -19,10 +19,17 @@ int spool_load(struct spool *sp, enum spool_dir d, const char *name,
 
 /* A submission in D (SD_NEW or SD_INCOMING) named NAME with ID, not yet
  * accepted, as a queued job with reason "waiting for the daemon to
- * accept it" (its definition left empty when the file does not parse).
- * -1 with EX_NOINPUT_ when the file is gone (the daemon took it). */
+ * accept it" (its definition left empty when the file does not parse;
+ * a block's, that of its member ID).  -1 with EX_NOINPUT_ when the
+ * file is gone (the daemon took it). */
 int spool_load_pending(struct spool *sp, enum spool_dir d, const char *name,
 		       long long id, struct job *j, struct cb_err *err);
+
+/* The IDs a file NAME of D (SD_NEW or SD_INCOMING) holds, by its name:
+ * *FIRST and *COUNT, with 0 for one job's name (COUNT 1), 1 for a
+ * block's; -1 for a name of new/ that gets its ID when accepted, or
+ * none of ours. */
+int spool_pending_ids(enum spool_dir d, const char *name, long long *first, long long *count);
 
 /*
  * Find job ID wherever it is.  1 found (J loaded, *d and *name set,

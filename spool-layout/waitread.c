@@ -79,17 +79,21 @@ int wait_read(struct spool *sp, struct wait_read *r, struct cb_err *err)
 			return -1;
 		}
 		for (size_t i = 0; i < n && !bad; i++) {
-			long long id, prio;
+			long long id, prio, count;
 			int c;
 
 			switch (d) {
 			case SD_NEW:
+			case SD_INCOMING:
 				/* Everything the daemon will take (LAYOUT.md §2):
-				 * what it ignores is waited for by nobody. */
-				if ((c = name_classify_new(names[i], &prio, &id)) >= 0)
+				 * what it ignores is waited for by nobody.  A
+				 * block's name holds all of its IDs. */
+				c = d == SD_NEW ? name_classify_new(names[i], &prio, &id, &count) : 1;
+				if (c >= 0 && d == SD_NEW)
 					r->new_jobs++;
-				if (c == 1)
-					bad = push(v, nv, &cap, id) < 0;
+				if (c > 0 && spool_pending_ids(d, names[i], &id, &count) >= 0)
+					for (long long m = 0; m < count && !bad; m++)
+						bad = push(v, nv, &cap, id + m) < 0;
 				break;
 			case SD_QUEUED:
 				if (name_parse_queued(names[i], &prio, &id) < 0)
@@ -123,6 +127,8 @@ int wait_read(struct spool *sp, struct wait_read *r, struct cb_err *err)
 	/* Plain names list in ID order already; the others are sorted. */
 	if (r->nnew)
 		qsort(r->newid, r->nnew, sizeof *r->newid, cmp_ll);
+	if (r->nincoming)
+		qsort(r->incoming, r->nincoming, sizeof *r->incoming, cmp_ll);
 	if (r->nqueued)
 		qsort(r->queued, r->nqueued, sizeof *r->queued, cmp_queued);
 	return 0;

@@ -46,32 +46,96 @@ static int job_exists(struct daemon *d, long long id)
 	return record_exists(d, id) || plain_exists(d, id, dirs, 1);
 }
 
-/* One submission on its way from new/ (or incoming/) to queued/. */
+/* The blocks in incoming/ (a stalled spool leaves them there): the
+ * IDs they hold, as [first, first + count). */
+struct ranges {
+	long long (*v)[2];
+	size_t n;
+};
+
+static void incoming_blocks(struct daemon *d, struct ranges *rg)
+{
+	char **names;
+	size_t n;
+
+	memset(rg, 0, sizeof *rg);
+	if (spool_list(&d->sp, SD_INCOMING, &names, &n) < 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		long long first, count, (*v)[2];
+
+		if (name_parse_block(names[i], &first, &count) < 0 ||
+		    !(v = realloc(rg->v, (rg->n + 1) * sizeof *v)))
+			continue;
+		rg->v = v;
+		rg->v[rg->n][0] = first;
+		rg->v[rg->n++][1] = count;
+	}
+	spool_list_free(names, n);
+}
+
+/* Is there a record, or a job being accepted, for any of the COUNT
+ * IDs from SEQ? */
+static int block_exists(struct daemon *d, const struct ranges *rg, long long seq, long long count)
+{
+	for (size_t i = 0; i < rg->n; i++)
+		if (seq < rg->v[i][0] + rg->v[i][1] && rg->v[i][0] < seq + count)
+			return 1;
+	for (long long m = 0; m < count; m++)
+		if (job_exists(d, seq + m))
+			return 1;
+	return 0;
+}
+
+/*
+ * One submission on its way from new/ (or incoming/) to queued/: one
+ * job, or the block of an array or sweep (LAYOUT.md §2), whose COUNT
+ * IDs from SEQ are its members'.
+ */
 struct sub {
 	const char *orig;       /* the name it was dropped under */
-	long long seq;          /* its job ID; 0 while it needs a fresh one */
+	long long seq;          /* its (first) job ID; 0 while it needs fresh ones */
+	long long count;        /* 1, or the block's members */
+	int block;              /* a block's name (in incoming/: name_block) */
 	char *in;               /* its name in incoming/, once there */
-	struct job j;           /* its record, once staged */
-	int staged;             /* index in the batch + 1, or 0 */
+	struct job *jobs;       /* its records, once made (NJOBS; those of a
+				   block's members not queued yet) */
+	size_t njobs;
+	size_t staged;          /* index in the batch of the first + 1, or 0 */
 };
+
+static void sub_free_jobs(struct sub *s)
+{
+	for (size_t m = 0; m < s->njobs; m++)
+		job_free(&s->jobs[m]);
+	free(s->jobs);
+	s->jobs = NULL;
+	s->njobs = 0;
+}
+
+/* S's name in incoming/ under its ID(s). */
+static char *incoming_name(const struct sub *s)
+{
+	return s->block ? name_block(s->seq, s->count) : name_plain(s->seq);
+}
 
 static int queue_incoming(struct daemon *d, struct sub *v, size_t n);
 
-/* Move S from new/ to incoming/ under its ID -- a fresh one when its
- * name's own is taken there: 0, or -1 with errno (ENOENT: it is gone;
+/* Move S from new/ to incoming/ under its ID(s) -- fresh ones when its
+ * name's own are taken there: 0, or -1 with errno (ENOENT: it is gone;
  * EAGAIN: no fresh ID, write_failed said why). */
 static int claim(struct daemon *d, struct sub *s)
 {
 	struct cb_err err = { 0 };
 
 	for (;;) {
-		if (!s->seq && spool_next_seq(&d->sp, &s->seq, &err) < 0) {
+		if (!s->seq && spool_seq_block(&d->sp, 0, s->count, &s->seq, &err) < 0) {
 			write_failed(d, err.ex, err.msg);
 			cb_err_free(&err);
 			errno = EAGAIN;
 			return -1;
 		}
-		if (!(s->in = name_plain(s->seq)))
+		if (!(s->in = incoming_name(s)))
 			return -1;
 		if (move_noreplace(d->sp.dir[SD_NEW], s->orig, d->sp.dir[SD_INCOMING], s->in) == 0)
 			return 0;
@@ -94,24 +158,30 @@ int accept_new(struct daemon *d, char *const *names, size_t n)
 	struct sub *v = n ? calloc(n, sizeof *v) : NULL;
 	long long floor = 0, fresh = 0, first, prio, seq;
 	size_t nv = 0, moved = 0;
+	struct ranges rg;
 	int r = -1;
 
 	if (!n)
 		return 0;
 	if (!v)
 		return -1;
+	incoming_blocks(d, &rg);
 	for (size_t i = 0; i < n; i++) {
-		int cls = name_classify_new(names[i], &prio, &seq);
+		long long count;
+		int cls = name_classify_new(names[i], &prio, &seq, &count);
 
 		if (cls < 0 || faccessat(d->sp.dir[SD_NEW], names[i], F_OK, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;       /* not ours, or already taken */
-		if (cls == 1 && job_exists(d, seq))
-			cls = 0;        /* a forged or copied name: a fresh ID */
+		v[nv].block = cls == 2;
+		v[nv].count = count;
+		if (cls > 0 && block_exists(d, &rg, seq, count))
+			cls = 0;        /* a forged or copied name: fresh IDs */
 		v[nv].orig = names[i];
-		v[nv].seq = cls == 1 ? seq : 0;
-		if (cls == 1 && seq > floor)
-			floor = seq;
-		fresh += cls == 0;
+		v[nv].seq = cls > 0 ? seq : 0;
+		if (cls > 0 && seq + count - 1 > floor)
+			floor = seq + count - 1;
+		if (cls == 0)
+			fresh += count;
 		nv++;
 	}
 	if (nv && spool_seq_block(&d->sp, floor, fresh, &first, &err) < 0) {
@@ -120,8 +190,10 @@ int accept_new(struct daemon *d, char *const *names, size_t n)
 		goto out;
 	}
 	for (size_t i = 0; i < nv; i++) {
-		if (!v[i].seq)
-			v[i].seq = first++;
+		if (!v[i].seq) {
+			v[i].seq = first;
+			first += v[i].count;
+		}
 		if (claim(d, &v[i]) == 0) {
 			moved++;
 			continue;
@@ -144,6 +216,7 @@ out:
 	for (size_t i = 0; i < nv; i++)
 		free(v[i].in);
 	free(v);
+	free(rg.v);
 	return r;
 }
 
@@ -244,28 +317,146 @@ static char *dep_problem(struct daemon *d, const struct job_def *jd, long long i
 	return why;
 }
 
+/* S is dealt with already: a record of its job (each of a block's
+ * members) exists.  The crash fell between writing the records and
+ * the unlink: the file is removed. */
+static int leftover(struct daemon *d, const struct sub *s)
+{
+	for (long long m = 0; m < s->count; m++)
+		if (!record_exists(d, s->seq + m))
+			return 0;
+	if (unlinkat(d->sp.dir[SD_INCOMING], s->in, 0) < 0 && errno != ENOENT)
+		logmsg("incoming/%s: %s; left in place", s->in, strerror(errno));
+	else
+		logmsg("incoming/%s: job %lld has a record already; removed", s->in, s->seq);
+	return 1;
+}
+
 /*
- * Step 4 for S, in incoming/: its record, or the reason it is refused.
- * 1: S->j is the record to queue; 0: S is dealt with (rejected, or a
- * leftover of a crash removed).
+ * A file dropped under a name of its own whose job is an array or
+ * sweep of N: it gets the block name of N fresh IDs (its own one
+ * when N is 1), and its first name's ID is not used.  0, or -1 (left
+ * as it was: taken again later).
+ */
+static int name_as_block(struct daemon *d, struct sub *s, long long n)
+{
+	struct cb_err err = { 0 };
+	long long first = s->seq;
+	char *bn;
+
+	if (n > 1 && spool_seq_block(&d->sp, 0, n, &first, &err) < 0) {
+		write_failed(d, err.ex, err.msg);
+		cb_err_free(&err);
+		return -1;
+	}
+	if (!(bn = name_block(first, n)))
+		return -1;
+	if (move_noreplace(d->sp.dir[SD_INCOMING], s->in, d->sp.dir[SD_INCOMING], bn) < 0) {
+		logmsg("incoming/%s: %s", s->in, strerror(errno));
+		free(bn);
+		return -1;
+	}
+	if (fsync_dir(d->sp.dir[SD_INCOMING]) < 0)
+		logmsg("incoming: %s", strerror(errno));
+	CRASH_POINT("accept: block named", NULL);
+	free(s->in);
+	s->in = bn;
+	s->seq = first;
+	s->count = n;
+	s->block = 1;
+	return 0;
+}
+
+/* The record of job ID queued now, defined by *DEF (taken over). */
+static int new_record(struct job *j, long long id, struct job_def *def)
+{
+	long long now = now_ms();
+
+	memset(j, 0, sizeof *j);
+	j->def = *def;
+	memset(def, 0, sizeof *def);
+	j->id = id;
+	j->state = JS_QUEUED;
+	j->priority = j->def.priority;
+	j->submitted = j->queued_at = now;
+	return -!(j->reason = queued_reason(j, now));
+}
+
+/*
+ * S's records, from JD (its file's definition) into S->jobs: one, or
+ * those of the block's members that have none yet.  0; 1 with *WHY
+ * (static text) when a member cannot be made; -1 out of memory.
+ */
+static int make_records(struct daemon *d, struct sub *s, struct job_def *jd, const char **why)
+{
+	struct expander x;
+	int r = -1;
+
+	*why = NULL;
+	if (!s->block) {
+		if (!(s->jobs = calloc(1, sizeof *s->jobs)))
+			return -1;
+		s->njobs = 1;
+		return new_record(&s->jobs[0], s->seq, jd);
+	}
+	if (expander_init(&x, jd, why) < 0)
+		return *why ? 1 : -1;
+	if ((long long)x.n != s->count) {
+		*why = "its name holds another number of jobs than it makes";
+		expander_free(&x);
+		return 1;
+	}
+	if (!(s->jobs = calloc(x.n, sizeof *s->jobs)))
+		goto out;
+	for (size_t m = 0; m < x.n; m++) {
+		struct job *j = &s->jobs[s->njobs];
+		struct job_def md;
+		long long idx;
+		int k;
+
+		if (record_exists(d, s->seq + (long long)m))
+			continue;       /* queued before a crash (recovery) */
+		if ((k = expander_member(&x, m, s->seq, &md, &idx, why)) != 0) {
+			r = k;
+			goto out;
+		}
+		s->njobs++;
+		if (new_record(j, s->seq + (long long)m, &md) < 0)
+			goto out;
+		j->array_id = s->seq;
+		j->array_index = idx;
+		j->max_running = x.limit;
+		free(j->reason);
+		if (!(j->reason = queued_reason(j, j->queued_at)))
+			goto out;
+	}
+	r = 0;
+out:
+	expander_free(&x);
+	return r;
+}
+
+/*
+ * Step 4 for S, in incoming/: its records, or the reason it is
+ * refused.  1: S->jobs are the records to queue; 0: S is dealt with
+ * (rejected, a leftover of a crash removed) or waits.
  */
 static int prepare(struct daemon *d, struct sub *s)
 {
 	struct cb_err err = { 0 };
+	struct job_def jd;
 	char *buf = NULL, *why;
-	const char *orig = s->orig ? s->orig : s->in;
+	const char *orig = s->orig ? s->orig : s->in, *mwhy;
 	size_t len;
-	int bad = 0;
+	int bad = 0, some = 0, k;
 	struct stat st;
 
-	if (record_exists(d, s->seq)) {
-		/* The crash fell between writing the record and the unlink. */
-		if (unlinkat(d->sp.dir[SD_INCOMING], s->in, 0) < 0 && errno != ENOENT)
-			logmsg("incoming/%s: %s; left in place", s->in, strerror(errno));
-		else
-			logmsg("incoming/%s: job %lld has a record already; removed", s->in, s->seq);
+	if (leftover(d, s))
 		return 0;
-	}
+	/* A block some of whose members were queued before a crash is
+	 * accepted already: the rest follow, whatever has changed. */
+	for (long long m = 0; s->block && m < s->count; m++)
+		some |= record_exists(d, s->seq + m);
 	/* What is not a regular file is refused unopened (LAYOUT.md §1):
 	 * opening a device may do something; read_capped checks again. */
 	if (fstatat(d->sp.dir[SD_INCOMING], s->in, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
@@ -278,8 +469,7 @@ static int prepare(struct daemon *d, struct sub *s)
 		free(why);
 		return 0;
 	}
-	if (jobdef_parse(buf, len, orig, &s->j.def, &err) < 0 ||
-	    jobdef_check(&s->j.def, orig, &err) < 0) {
+	if (jobdef_parse(buf, len, orig, &jd, &err) < 0 || jobdef_check(&jd, orig, &err) < 0) {
 		/* The message names the file already; keep the rest of it. */
 		reject(d, s->in, s->seq, orig, err.msg ? err.msg : "not a job file");
 		cb_err_free(&err);
@@ -287,25 +477,51 @@ static int prepare(struct daemon *d, struct sub *s)
 		return 0;
 	}
 	free(buf);
-	if ((why = placement_problem(d, &s->j.def)) || (why = dep_problem(d, &s->j.def, s->seq))) {
+	if (s->block != jobdef_is_many(&jd)) {
+		struct expander x;
+
+		if (s->block) {
+			reject(d, s->in, s->seq, orig, "a block's name, but neither array nor params");
+			goto dealt;
+		}
+		/* Checked by jobdef_check: only memory can fail. */
+		if (expander_init(&x, &jd, &mwhy) < 0 || name_as_block(d, s, (long long)x.n) < 0) {
+			expander_free(&x);
+			goto dealt;
+		}
+		expander_free(&x);
+	}
+	if (!some && ((why = placement_problem(d, &jd)) || (why = dep_problem(d, &jd, s->seq)))) {
 		reject(d, s->in, s->seq, orig, why);
 		free(why);
-		return 0;
+		goto dealt;
 	}
-	s->j.id = s->seq;
-	s->j.state = JS_QUEUED;
-	s->j.priority = s->j.def.priority;
-	s->j.submitted = s->j.queued_at = now_ms();
-	s->j.reason = queued_reason(&s->j.def, now_ms());
-	return s->j.reason ? 1 : 0;
+	if ((k = make_records(d, s, &jd, &mwhy)) != 0) {
+		if (k > 0 && !some) {
+			why = xasprintf("%s: %s", orig, mwhy);
+			reject(d, s->in, s->seq, orig, why ? why : mwhy);
+			free(why);
+		} else {
+			logmsg("incoming/%s: %s", s->in, k > 0 ? mwhy : strerror(ENOMEM));
+		}
+		sub_free_jobs(s);
+		goto dealt;
+	}
+	jobdef_free(&jd);
+	return 1;
+dealt:
+	jobdef_free(&jd);
+	return 0;
 }
 
 /*
  * LAYOUT.md §5 steps 4-5 for the submissions V[0..N) in incoming/:
- * every record staged, then committed together (batch.c: the syncs of
- * one atomic_write for all), then the incoming/ files removed and the
- * jobs queued.  What could not be written stays in incoming/ (a full
- * disk: write_failed) and is taken again later.
+ * every record staged (a block's members all in one batch), then
+ * committed together (batch.c: the syncs of one atomic_write for
+ * all), then the incoming/ files whose records are all in queued/
+ * removed and the jobs queued.  What could not be written stays in
+ * incoming/ (a full disk: write_failed) and is taken again later,
+ * without the members queued already.
  */
 static int queue_incoming(struct daemon *d, struct sub *v, size_t n)
 {
@@ -314,16 +530,16 @@ static int queue_incoming(struct daemon *d, struct sub *v, size_t n)
 	size_t done = 0;
 	int r = 0;
 
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n && r == 0; i++) {
 		if (!v[i].in || prepare(d, &v[i]) < 1)
 			continue;
-		if (spool_stage(&d->sp, &b, &v[i].j, &err) < 0) {
-			write_failed(d, err.ex, err.msg);
-			cb_err_free(&err);
-			r = -1;
-			break;
-		}
-		v[i].staged = (int)b.n;
+		v[i].staged = b.n + 1;
+		for (size_t m = 0; m < v[i].njobs && r == 0; m++)
+			if (spool_stage(&d->sp, &b, &v[i].jobs[m], &err) < 0) {
+				write_failed(d, err.ex, err.msg);
+				cb_err_free(&err);
+				r = -1;
+			}
 	}
 	if (wbatch_commit(&b, d->sp.fd) < 0) {
 		cb_err_sys(&err, spool_errno_ex(errno), "%s/queued", d->sp.path);
@@ -336,22 +552,31 @@ static int queue_incoming(struct daemon *d, struct sub *v, size_t n)
 	CRASH_POINT("accept: queued", NULL);
 	/* Those renamed into queued/ (all, unless the commit failed). */
 	for (size_t i = 0; i < n; i++) {
-		struct qent *e = NULL;
-		char *qname = NULL;
+		size_t in_queue = 0;
 
-		if (v[i].staged && !b.v[v[i].staged - 1].tmp) {
-			if (unlinkat(d->sp.dir[SD_INCOMING], v[i].in, 0) < 0)
-				logmsg("incoming/%s: %s", v[i].in, strerror(errno));
-			if (!(qname = name_queued(v[i].j.priority, v[i].j.id)) ||
-			    !(e = qent_from_job(&v[i].j, qname)) || q_insert(d, e) < 0) {
-				logmsg("job %lld: out of memory", v[i].j.id);
+		for (size_t m = 0; v[i].staged && m < v[i].njobs; m++) {
+			size_t at = v[i].staged - 1 + m;
+			struct job *j = &v[i].jobs[m];
+			struct qent *e = NULL;
+			char *qname = NULL;
+
+			if (at >= b.n || b.v[at].tmp)
+				continue;
+			in_queue++;
+			if (!(qname = name_queued(j->priority, j->id)) ||
+			    !(e = qent_from_job(j, qname)) || q_insert(d, e) < 0) {
+				logmsg("job %lld: out of memory", j->id);
 				qent_free(e);
 				r = -1;
 			}
 			free(qname);
+		}
+		if (v[i].staged && in_queue == v[i].njobs) {
+			if (unlinkat(d->sp.dir[SD_INCOMING], v[i].in, 0) < 0)
+				logmsg("incoming/%s: %s", v[i].in, strerror(errno));
 			done++;
 		}
-		job_free(&v[i].j);
+		sub_free_jobs(&v[i]);
 	}
 	if (done && fsync_dir(d->sp.dir[SD_INCOMING]) < 0)
 		logmsg("incoming: %s", strerror(errno));
@@ -366,14 +591,21 @@ int accept_incoming(struct daemon *d, char *const *names, size_t n)
 {
 	struct sub *v = calloc(n ? n : 1, sizeof *v);
 	size_t nv = 0;
-	int r;
+	int r, c;
 
 	if (!v)
 		return -1;
-	for (size_t i = 0; i < n; i++)
-		if (name_parse_plain(names[i], &v[nv].seq) == 0)
-			v[nv++].in = names[i];
+	for (size_t i = 0; i < n; i++) {
+		if ((c = spool_pending_ids(SD_INCOMING, names[i], &v[nv].seq, &v[nv].count)) < 0)
+			continue;
+		v[nv].block = c;
+		if (!(v[nv].in = strdup(names[i])))
+			break;
+		nv++;
+	}
 	r = queue_incoming(d, v, nv);
+	for (size_t i = 0; i < nv; i++)
+		free(v[i].in);
 	free(v);
 	return r;
 }

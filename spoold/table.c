@@ -87,7 +87,7 @@ static int edit_wait(struct job *j, const struct ev_arg *e, long long now)
 /* Its reason, if not that already: E's, or what the job asks. */
 static int edit_blocked(struct job *j, const struct ev_arg *e, long long now)
 {
-	char *r = e->why ? strdup(e->why) : queued_reason(&j->def, now);
+	char *r = e->why ? strdup(e->why) : queued_reason(j, now);
 
 	if (r && j->reason && !strcmp(j->reason, r)) {
 		free(r);
@@ -306,7 +306,7 @@ static int edit_release(struct job *j, const struct ev_arg *e, long long now)
 		return 0;
 	j->def.hold = 0;
 	j->def.set &= ~(unsigned)JF_HOLD;
-	return set_reason(j, queued_reason(&j->def, now));
+	return set_reason(j, queued_reason(j, now));
 }
 
 /* ---- the table ---------------------------------------------------------- */

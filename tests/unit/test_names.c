@@ -7,7 +7,7 @@
 
 static void names(void)
 {
-	long long p, s;
+	long long p, s, cnt;
 	char *a = name_queued(10, 42), *b = name_queued(10, 43), *c = name_queued(-5, 1);
 	char *e = name_queued(PRIO_MAX, SEQ_MAX), *f = name_queued(PRIO_MIN, 1);
 	char sid[9];
@@ -51,10 +51,29 @@ static void names(void)
 	CHECK(name_hook(0) == NULL && name_hook(SEQ_MAX + 1) == NULL);
 	free(a);
 
-	CHECK(name_classify_new(".hidden.job", &p, &s) == -1);
-	CHECK(name_classify_new("notes.txt", &p, &s) == -1);
-	CHECK(name_classify_new("x.job", &p, &s) == 0);
-	CHECK(name_classify_new("099999990-0000000042.job", &p, &s) == 1 && s == 42);
+	CHECK(name_classify_new(".hidden.job", &p, &s, &cnt) == -1);
+	CHECK(name_classify_new("notes.txt", &p, &s, &cnt) == -1);
+	CHECK(name_classify_new("x.job", &p, &s, &cnt) == 0);
+	CHECK(name_classify_new("099999990-0000000042.job", &p, &s, &cnt) == 1 && s == 42 && cnt == 1);
+
+	/* Blocks: the N jobs of an array or sweep, before acceptance. */
+	a = name_block_queued(10, 42, 6);
+	CHECK_STR(a, "099999990-0000000042+00006.job");
+	CHECK(name_classify_new(a, &p, &s, &cnt) == 2 && p == 10 && s == 42 && cnt == 6);
+	free(a);
+	a = name_block(42, 10000);
+	CHECK_STR(a, "0000000042+10000.job");
+	CHECK(name_parse_block(a, &s, &cnt) == 0 && s == 42 && cnt == 10000);
+	CHECK(name_parse_plain(a, &s) < 0);
+	free(a);
+	CHECK(name_block(42, 0) == NULL && name_block(42, 10001) == NULL);
+	CHECK(name_block(SEQ_MAX, 2) == NULL && name_block(SEQ_MAX - 1, 2) != NULL);
+	CHECK(name_parse_block("0000000042+00000.job", &s, &cnt) < 0);
+	CHECK(name_parse_block("0000000042+10001.job", &s, &cnt) < 0);
+	CHECK(name_parse_block("9999999999+00002.job", &s, &cnt) < 0);
+	CHECK(name_parse_block("0000000042-00002.job", &s, &cnt) < 0);
+	CHECK(name_classify_new("099999990-0000000042+0006.job", &p, &s, &cnt) == 0);
+	CHECK(name_classify_new("x99999990-0000000042+00006.job", &p, &s, &cnt) == 0);
 
 	CHECK(jobid_parse("42", &s) == 0 && s == 42);
 	CHECK(jobid_parse("0000000042", &s) == 0 && s == 42);
