@@ -25,12 +25,12 @@ static const char usage[] =
 	"cardbaton-submit [--config PATH] [--job FILE] [--node N] [--gpus 0,2] "
 	"[--gpu-count K] [--priority P] [--timeout SECS] [--cwd DIR] [--name NAME] "
 	"[--resume-command CMD] [--env K=V]... [--hold] [--begin WHEN] [--after ID[,ID...]] [--after-any ID[,ID...]] "
-	"[-- CMD ARGS...]";
+	"[--array SPEC | --param KEY=V1,V2...]... [--max-running K] [-- CMD ARGS...]";
 
 enum {
 	OPT_JOB = OPT_TOOL_FIRST, OPT_NODE, OPT_GPUS, OPT_GPU_COUNT, OPT_PRIORITY,
 	OPT_TIMEOUT, OPT_CWD, OPT_NAME, OPT_RESUME, OPT_ENV, OPT_HOLD, OPT_BEGIN,
-	OPT_AFTER, OPT_AFTER_ANY,
+	OPT_AFTER, OPT_AFTER_ANY, OPT_ARRAY, OPT_PARAM, OPT_MAX_RUNNING,
 };
 
 static const struct option longopts[] = {
@@ -49,6 +49,9 @@ static const struct option longopts[] = {
 	{ "begin", required_argument, NULL, OPT_BEGIN },
 	{ "after", required_argument, NULL, OPT_AFTER },
 	{ "after-any", required_argument, NULL, OPT_AFTER_ANY },
+	{ "array", required_argument, NULL, OPT_ARRAY },
+	{ "param", required_argument, NULL, OPT_PARAM },
+	{ "max-running", required_argument, NULL, OPT_MAX_RUNNING },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -363,6 +366,83 @@ static long long begin_flag(const char *s)
 	return (now_ms() / 1000 + n * mul) * 1000;
 }
 
+/* --param KEY=V1,V2,...: one more key of the sweep in F. */
+static void parse_param(const char *val, struct job_def *f)
+{
+	size_t n = env_name_len(val);
+	struct job_param *p;
+	const char *v;
+
+	if (!val[n] || !env_name_ok(val, n))
+		die(EX_USAGE_, "--param: '%s' is not KEY=V1,V2,... with KEY a name "
+		    "([A-Za-z_][A-Za-z0-9_]*)", val);
+	if (n == 5 && !strncmp(val, "index", 5))
+		die(EX_USAGE_, "--param: index is the array index, not a parameter name");
+	for (size_t k = 0; k < f->nparams; k++)
+		if (strlen(f->params[k].key) == n && !strncmp(f->params[k].key, val, n))
+			die(EX_USAGE_, "--param: %.*s is given twice", (int)n, val);
+	if (f->nparams == JOB_MAX_PARAMS)
+		die(EX_USAGE_, "--param: more than %d parameters", JOB_MAX_PARAMS);
+	f->params = xrealloc(f->params, (f->nparams + 1) * sizeof *f->params);
+	p = &f->params[f->nparams++];
+	memset(p, 0, sizeof *p);
+	p->key = strndup(val, n);
+	if (!p->key)
+		die(EX_OSERR_, "%s", strerror(ENOMEM));
+	for (v = val + n + 1;; v += strcspn(v, ",") + 1) {
+		char *x = strndup(v, strcspn(v, ","));
+
+		if (!x)
+			die(EX_OSERR_, "%s", strerror(ENOMEM));
+		if (!*x)
+			die(EX_USAGE_, "--param %s: an empty value", p->key);
+		if (strlen(x) > YX_MAX_SCALAR)
+			die(EX_USAGE_, "--param %s: a value is longer than %u bytes", p->key, YX_MAX_SCALAR);
+		for (size_t i = 0; i < p->nvals; i++)
+			if (!strcmp(p->vals[i], x))
+				die(EX_USAGE_, "--param %s: '%s' is given twice", p->key, x);
+		if (p->nvals == JOB_MAX_MEMBERS)
+			die(EX_USAGE_, "--param %s: more than %d values", p->key, JOB_MAX_MEMBERS);
+		p->vals = xrealloc(p->vals, (p->nvals + 1) * sizeof *p->vals);
+		p->vals[p->nvals++] = x;
+		if (!v[strcspn(v, ",")])
+			break;
+	}
+	free(text_flag("--param", val + n + 1, 0, strlen(val)));
+}
+
+/*
+ * JD, an array or sweep: the number of its jobs, each of them checked
+ * as the daemon will read it (more than JOB_MAX_MEMBERS, or a member
+ * that breaks a limit once its {...} are replaced: a usage error).
+ */
+static long long check_members(const struct job_def *jd, const char *fname)
+{
+	struct expander x;
+	const char *why;
+
+	if (expander_init(&x, jd, &why) < 0) {
+		if (!why)
+			die(EX_OSERR_, "%s", strerror(ENOMEM));
+		die(EX_USAGE_, "%s", why);
+	}
+	for (size_t m = 0; jobdef_is_many(jd) && m < x.n; m++) {
+		struct job_def md;
+		long long idx;
+
+		switch (expander_member(&x, m, 1, &md, &idx, &why)) {
+		case -1:
+			die(EX_OSERR_, "%s", strerror(ENOMEM));
+		case 1:
+			die(EX_USAGE_, "job %zu of %zu: %s", m + 1, x.n, why);
+		}
+		check_roundtrip(&md, fname);
+		jobdef_free(&md);
+	}
+	expander_free(&x);
+	return (long long)x.n;
+}
+
 int main(int argc, char **argv)
 {
 	struct job_def flags, jd;
@@ -370,7 +450,7 @@ int main(int argc, char **argv)
 	struct spool sp;
 	struct cb_err err = { 0 };
 	const char *job_path = NULL, *fname, *why;
-	long long id;
+	long long id, nmembers;
 	int ch;
 
 	prog_init(argc, argv);
@@ -453,6 +533,25 @@ int main(int argc, char **argv)
 			flags.begin = begin_flag(optarg);
 			flags.set |= JF_BEGIN;
 			break;
+		case OPT_ARRAY: {
+			struct array_spec a;
+
+			if ((why = array_spec_parse(optarg, &a)))
+				die(errno == ENOMEM ? EX_OSERR_ : EX_USAGE_, "--array: '%s': %s", optarg, why);
+			array_spec_free(&a);
+			free(flags.array);
+			flags.array = xstrdup(optarg);
+			flags.set |= JF_ARRAY;
+			break;
+		}
+		case OPT_PARAM:
+			parse_param(optarg, &flags);
+			flags.set |= JF_PARAMS;
+			break;
+		case OPT_MAX_RUNNING:
+			flags.max_running = flag_ll("--max-running", optarg, 1, JOB_MAX_MEMBERS);
+			flags.set |= JF_MAX_RUNNING;
+			break;
 		default:
 			usage_error(usage, "unknown option");
 		}
@@ -503,11 +602,21 @@ int main(int argc, char **argv)
 		jd.ngpus = 0;
 		jd.set &= ~(unsigned)JF_GPUS;
 	}
+	/* So do --array and --param the file's array or sweep. */
+	if ((flags.set & JF_ARRAY) && (flags.set & JF_PARAMS))
+		usage_error(usage, "--array and --param cannot be combined");
+	if (flags.set & (JF_ARRAY | JF_PARAMS)) {
+		free(jd.array);
+		jd.array = NULL;
+		jobdef_params_free(&jd);
+		jd.set &= ~(unsigned)(JF_ARRAY | JF_PARAMS);
+	}
 	if (flags.set & JF_ENV)
 		env_combine(&jd, &flags);
 	if (jobdef_merge(&jd, &flags) < 0)
 		die(EX_OSERR_, "%s", strerror(ENOMEM));
 	jobdef_free(&flags);
+	nmembers = check_members(&jd, fname);
 	if (jobdef_check(&jd, fname, &err) < 0)
 		die_err(&err);
 	check_roundtrip(&jd, fname);
@@ -519,9 +628,10 @@ int main(int argc, char **argv)
 		die_sys(EX_IOERR_, "standard output");
 	tool_spool(&c, &sp, 1);
 	check_deps(&sp, &jd);
-	if (spool_submit(&sp, &jd, &id, &err) < 0)
+	if (spool_submit(&sp, &jd, &id, &nmembers, &err) < 0)
 		die_err(&err);
-	printf("%lld\n", id);
+	for (long long m = 0; m < nmembers; m++)
+		printf("%lld\n", id + m);
 	finish_stdout();
 	spool_close(&sp);
 	jobdef_free(&jd);

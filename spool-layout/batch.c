@@ -144,6 +144,8 @@ int wbatch_commit(struct wbatch *b, int syncfd)
 			return -1;      /* wbatch_free removes what is left */
 		free(e->tmp);
 		e->tmp = NULL;
+		if (i == 0 && b->n > 1)
+			CRASH_POINT("batch: renamed one", NULL);        /* a part in place */
 	}
 	for (size_t i = 0; i < b->n; i++) {
 		size_t k;

@@ -17,6 +17,7 @@
 
 #include "atomic.h"
 #include "crash.h"
+#include "expand.h"
 #include "names.h"
 #include "spooldir.h"
 
@@ -333,21 +334,29 @@ int spool_seq_block(struct spool *sp, long long floor, long long count, long lon
 }
 
 int spool_submit(struct spool *sp, const struct job_def *jd, long long *id,
-		 struct cb_err *err)
+		 long long *count, struct cb_err *err)
 {
-	cJSON *o;
+	struct expander x;
+	cJSON *o = NULL;
 	char *text = NULL, *name = NULL;
+	const char *why;
 	long long seq;
 	int r = -1;
 
-	if (spool_next_seq(sp, &seq, err) < 0)
+	if (expander_init(&x, jd, &why) < 0)
+		return why ? cb_err_set(err, EX_DATAERR_, "%s", why) : cb_err_sys(err, EX_OSERR_, "submit");
+	*count = (long long)x.n;
+	expander_free(&x);
+	if (spool_seq_block(sp, 0, *count, &seq, err) < 0)
 		return -1;
 	if (!(o = jobdef_to_json(jd)) || !(text = cJSON_PrintUnformatted(o)) ||
-	    !(name = name_queued(jd->priority, seq))) {
+	    !(name = jobdef_is_many(jd) ? name_block_queued(jd->priority, seq, *count) :
+				  name_queued(jd->priority, seq))) {
 		cb_err_sys(err, EX_OSERR_, "submit");
 		goto out;
 	}
-	/* Staged in tmp/ under the final name, renamed into new/. */
+	/* Staged in tmp/ under the final name, renamed into new/: one
+	 * rename for all of an array's or sweep's jobs. */
 	if ((r = spool_write(sp, SD_NEW, name, text, err)) == 0)
 		*id = seq;
 out:

@@ -63,11 +63,13 @@ int spool_next_seq(struct spool *sp, long long *seq, struct cb_err *err);
 int spool_seq_block(struct spool *sp, long long floor, long long count, long long *first,
 		    struct cb_err *err);
 
-/* Submit: next seq, write the job as JSON into tmp/, rename into
- * new/<name_queued(prio, seq)>.  *id = seq.  Full disk or read-only
- * spool: EX_TEMPFAIL_, nothing left in new/. */
+/* Submit: the next sequence number (for an array or sweep of N jobs,
+ * the next N), write the job as JSON into tmp/, rename into
+ * new/<name_queued(prio, seq)> (a block's: name_block_queued(prio,
+ * seq, N)).  *id = seq, *count = N (1 for one job).  Full disk or
+ * read-only spool: EX_TEMPFAIL_, nothing left in new/. */
 int spool_submit(struct spool *sp, const struct job_def *jd, long long *id,
-		 struct cb_err *err);
+		 long long *count, struct cb_err *err);
 
 /* Write TEXT as D/NAME in the spool: atomic_write through tmp/, mode
  * sp->fmode; an error names the file (EX_TEMPFAIL_ for a full disk or a

@@ -216,7 +216,7 @@ static void follow(struct daemon *d, struct job *j, enum job_state from, enum jo
 	}
 	switch (ev) {
 	case EV_PLACE:
-		if (r_add(d, j->id, at->id, a->node_index, 1) < 0) {
+		if (r_add(d, j, at->id, a->node_index, 1) < 0) {
 			logmsg("job %lld: out of memory", j->id);
 			return;
 		}

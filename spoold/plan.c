@@ -13,6 +13,7 @@ enum { TAKEN = 1, HELD = 2 };
 struct pass {
 	const struct plan_in *in;
 	struct plan_out *out;
+	long long *running;     /* per group: running, and placed by this pass */
 	unsigned char *card;    /* node K's cards are card[base[K]...] */
 	size_t *base;
 	size_t ncards;          /* all cards: the most one pass can place */
@@ -240,11 +241,14 @@ static size_t node_for(const struct pass *p, const struct plan_job *j)
 	return k;
 }
 
-/* May J be placed at NOW: not held, its begin come?  A begin still to
- * come is noted in OUT's wake_at. */
-static int eligible(const struct plan_job *j, long long now, struct plan_out *out)
+/* May J be placed at NOW: not held, its begin come, its array below
+ * its limit?  A begin still to come is noted in OUT's wake_at. */
+static int eligible(const struct pass *p, const struct plan_job *j, long long now,
+		    struct plan_out *out)
 {
 	if (j->held || j->blocked)
+		return 0;
+	if (j->group && p->running[j->group - 1] >= p->in->groups[j->group - 1].max)
 		return 0;
 	if (j->begin > now) {
 		if (!out->wake_at || j->begin < out->wake_at)
@@ -268,12 +272,16 @@ int plan(const struct plan_in *in, long long now, struct plan_out *out)
 			in->jobs[j].begin <= now;
 	p.card = calloc(p.ncards + 1, 1);
 	p.base = malloc((in->nnodes + 1) * sizeof *p.base);
+	p.running = malloc((in->ngroups + 1) * sizeof *p.running);
 	out->cards = malloc((p.ncards + 1) * sizeof *out->cards);
 	out->hold = malloc((p.ncards + 1) * sizeof *out->hold);
 	out->place = malloc((in->njobs + 1) * sizeof *out->place);
 	out->why = malloc((in->njobs + 1) * sizeof *out->why);
-	if (!p.card || !p.base || !out->cards || !out->hold || !out->place || !out->why)
+	if (!p.card || !p.base || !p.running || !out->cards || !out->hold || !out->place ||
+	    !out->why)
 		goto oom;
+	for (size_t g = 0; g < in->ngroups; g++)
+		p.running[g] = in->groups[g].running;
 	for (size_t k = 0, b = 0; k < in->nnodes; b += in->nodes[k++].ngpus) {
 		p.base[k] = b;
 		if (in->nodes[k].reachable && usable(&in->nodes[k]))
@@ -284,7 +292,7 @@ int plan(const struct plan_in *in, long long now, struct plan_out *out)
 		size_t k;
 		char *why;
 
-		if (!eligible(job, now, out))
+		if (!eligible(&p, job, now, out))
 			continue;
 		/* No free card and no CPU job left: nothing more can be
 		 * placed, and the pass costs the work, not the queue. */
@@ -297,6 +305,8 @@ int plan(const struct plan_in *in, long long now, struct plan_out *out)
 		if ((k = node_for(&p, job)) < in->nnodes) {
 			take(&p, j, k);
 			nfree -= (size_t)job->need;
+			if (job->group)
+				p.running[job->group - 1]++;
 			continue;
 		}
 		if (job->need == 0)
@@ -314,10 +324,12 @@ int plan(const struct plan_in *in, long long now, struct plan_out *out)
 	}
 	free(p.card);
 	free(p.base);
+	free(p.running);
 	return 0;
 oom:
 	free(p.card);
 	free(p.base);
+	free(p.running);
 	plan_free(out);
 	return -1;
 }

@@ -18,7 +18,10 @@
  *   - A held job (`hold`) is not placed, holds nothing and is not
  *     waiting for cards; nor is a job waiting for its dependencies
  *     (`blocked`: plan_deps below), nor a job whose `begin` is later
- *     than NOW; the earliest such begin is WAKE_AT, when a pass is due.
+ *     than NOW (the earliest such begin is WAKE_AT, when a pass is
+ *     due), nor a job of an array whose limit is reached: as many of
+ *     its jobs run as its `max_running`, counting those this pass
+ *     places.
  *   - A job may use every node, or only the one it names (`node`).
  *   - A node is usable for GPU jobs when its snapshot is known and
  *     fresh, or in the pass right after a handoff (fresh or not).
@@ -78,6 +81,13 @@ struct plan_job {
 	int held;               /* `hold`: not placed until released */
 	int blocked;            /* a dependency has not ended as it must */
 	long long begin;        /* wall ms: not placed before (0: none) */
+	size_t group;           /* its array's limit: in->groups[group - 1]; 0: none */
+};
+
+/* An array (or sweep) with a limit: at most MAX of its jobs running at
+ * once; RUNNING of them are (launching, running or pausing) now. */
+struct plan_group {
+	long long max, running;
 };
 
 struct plan_in {
@@ -85,6 +95,8 @@ struct plan_in {
 	size_t njobs;
 	const struct plan_node *nodes;  /* config order */
 	size_t nnodes;
+	const struct plan_group *groups;
+	size_t ngroups;
 	long long reserve_after_seconds;
 };
 

@@ -163,6 +163,8 @@ struct qent *qent_from_job(const struct job *j, const char *name)
 	e->need = jobdef_gpu_need(&j->def);
 	e->held = j->def.hold;
 	e->begin = j->def.begin;
+	e->group = j->max_running ? j->array_id : 0;
+	e->group_max = j->max_running;
 	if ((j->def.nafter && !(e->after = malloc(j->def.nafter * sizeof *e->after))) ||
 	    (j->def.nafter_any && !(e->after_any = malloc(j->def.nafter_any * sizeof *e->after_any))))
 		goto fail;
@@ -215,7 +217,7 @@ struct rent *r_find_aid(struct daemon *d, const char *aid)
 	return NULL;
 }
 
-int r_add(struct daemon *d, long long id, const char *aid, size_t node, int launching)
+int r_add(struct daemon *d, const struct job *j, const char *aid, size_t node, int launching)
 {
 	struct rent *e;
 
@@ -231,7 +233,8 @@ int r_add(struct daemon *d, long long id, const char *aid, size_t node, int laun
 	e = &d->r[d->nr];
 	if (!(e->aid = strdup(aid)))
 		return -1;
-	e->id = id;
+	e->id = j->id;
+	e->group = j->max_running ? j->array_id : 0;
 	e->node = node;
 	e->launching = launching;
 	e->asked = 0;

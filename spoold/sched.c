@@ -172,11 +172,62 @@ void query_done(struct daemon *d, struct node *n, int status)
 	d->dirty = 1;
 }
 
-/* The plan's input: the queue in dispatch order and the nodes as they
- * are now, in JOBS[d->nq] and NODES[d->nnodes]. */
-static struct plan_in plan_input(const struct daemon *d, struct plan_job *jobs,
-				 struct plan_node *nodes)
+static int ll_cmp(const void *pa, const void *pb)
 {
+	long long a = *(const long long *)pa, b = *(const long long *)pb;
+
+	return (a > b) - (a < b);
+}
+
+/* Slot of group ID in IDS[0..N) (sorted), +1; 0 when absent. */
+static size_t group_slot(const long long *ids, size_t n, long long id)
+{
+	const long long *p = id ? bsearch(&id, ids, n, sizeof *ids, ll_cmp) : NULL;
+
+	return p ? (size_t)(p - ids) + 1 : 0;
+}
+
+/*
+ * The arrays with a limit that have queued jobs, into GROUPS (their
+ * first IDs in IDS, sorted; room for d->nq of each), with their
+ * running jobs counted; each queued job of one points at it.  Their
+ * number.
+ */
+static size_t plan_groups(const struct daemon *d, struct plan_job *jobs, long long *ids,
+			  struct plan_group *groups)
+{
+	size_t n = 0, u = 0;
+
+	for (size_t i = 0; i < d->nq; i++)
+		if (d->q[i]->group)
+			ids[n++] = d->q[i]->group;
+	if (!n)
+		return 0;
+	qsort(ids, n, sizeof *ids, ll_cmp);
+	for (size_t i = 0; i < n; i++)
+		if (!u || ids[i] != ids[u - 1])
+			ids[u++] = ids[i];
+	memset(groups, 0, u * sizeof *groups);
+	for (size_t i = 0; i < d->nq; i++)
+		if ((jobs[i].group = group_slot(ids, u, d->q[i]->group)))
+			groups[jobs[i].group - 1].max = d->q[i]->group_max;
+	for (size_t i = 0; i < d->nr; i++) {
+		size_t g = group_slot(ids, u, d->r[i].group);
+
+		if (g)
+			groups[g - 1].running++;
+	}
+	return u;
+}
+
+/* The plan's input: the queue in dispatch order and the nodes as they
+ * are now, in JOBS[d->nq] and NODES[d->nnodes]; the limited arrays in
+ * IDS and GROUPS (plan_groups). */
+static struct plan_in plan_input(const struct daemon *d, struct plan_job *jobs,
+				 struct plan_node *nodes, long long *ids, struct plan_group *groups)
+{
+	size_t ngroups;
+
 	for (size_t i = 0; i < d->nq; i++) {
 		const struct qent *e = d->q[i];
 
@@ -186,6 +237,7 @@ static struct plan_in plan_input(const struct daemon *d, struct plan_job *jobs,
 					     .blocked = e->blocked,
 					     .begin = e->begin };
 	}
+	ngroups = plan_groups(d, jobs, ids, groups);
 	for (size_t k = 0; k < d->nnodes; k++) {
 		const struct node *n = &d->nodes[k];
 
@@ -194,6 +246,7 @@ static struct plan_in plan_input(const struct daemon *d, struct plan_job *jobs,
 					       .fresh = is_fresh(n), .handoff = n->handoff };
 	}
 	return (struct plan_in){ .jobs = jobs, .njobs = d->nq, .nodes = nodes, .nnodes = d->nnodes,
+				 .groups = groups, .ngroups = ngroups,
 				 .reserve_after_seconds = d->cfg.reserve_after_seconds };
 }
 
@@ -248,6 +301,8 @@ int schedule(struct daemon *d)
 {
 	struct plan_job *jobs = NULL;
 	struct plan_node *nodes = NULL;
+	struct plan_group *groups = NULL;
+	long long *ids = NULL;
 	unsigned char *launched = NULL;
 	struct plan_in in;
 	struct plan_out out;
@@ -267,9 +322,11 @@ int schedule(struct daemon *d)
 	jobs = malloc(d->nq * sizeof *jobs);
 	nodes = malloc(d->nnodes * sizeof *nodes);
 	launched = calloc(d->nnodes, 1);
-	if (!jobs || !nodes || !launched)
+	ids = malloc(d->nq * sizeof *ids);
+	groups = malloc(d->nq * sizeof *groups);
+	if (!jobs || !nodes || !launched || !ids || !groups)
 		goto out;
-	in = plan_input(d, jobs, nodes);
+	in = plan_input(d, jobs, nodes, ids, groups);
 	if (plan(&in, now, &out) < 0)
 		goto out;
 	/* Before any launch: d->q is still the plan's list of jobs. */
@@ -311,5 +368,7 @@ out:
 	free(launched);
 	free(jobs);
 	free(nodes);
+	free(ids);
+	free(groups);
 	return r;
 }

@@ -112,11 +112,13 @@ struct qent {
 	int blocked;                    /* one has not ended as it must */
 	long long waits_for;            /* the job its reason names, or 0 */
 	unsigned long dep_gen;          /* d->dep_gen when last looked at */
+	long long group, group_max;     /* its array's first ID and limit, when it has one */
 };
 
 /* A running or pausing job. */
 struct rent {
 	long long id;
+	long long group;                /* its array's first ID, when the array has a limit */
 	char *aid;                      /* its current attempt */
 	size_t node;                    /* index into d->nodes */
 	int launching;                  /* launch not yet confirmed */
@@ -202,7 +204,7 @@ struct qent *qent_from_job(const struct job *j, const char *name);
 void qent_free(struct qent *e);
 struct rent *r_find(struct daemon *d, long long id);
 struct rent *r_find_aid(struct daemon *d, const char *aid);
-int r_add(struct daemon *d, long long id, const char *aid, size_t node, int launching);
+int r_add(struct daemon *d, const struct job *j, const char *aid, size_t node, int launching);
 void r_remove(struct daemon *d, struct rent *e);
 
 /* accept.c: submissions into the queue */
