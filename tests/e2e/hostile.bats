@@ -384,6 +384,62 @@ asan() { ldd "$CB_BUILD/cardbaton-submit" 2>/dev/null | grep -q libasan; }
 	nothing_queued
 }
 
+@test "array and sweep fields: bad specs, params, limits and combinations are 65 naming the field; rejected in new/; their flags 64" {
+	make_spool
+	local cases=(
+		"array: '3-1'|wa1.job:2: array: not an array spec (A-B, A-B:STEP or I,J,K, then %K if wanted)"
+		"array: '1,1'|wa2.job:2: array: an index is given twice"
+		"array: '0-10000'|wa3.job:2: array: more than 10000 jobs"
+		"array: [1]|wa4.job:2: array: must be a string"
+		"params: {}|wa5.job:2: params: must name at least one parameter"
+		"params: {a: []}|wa6.job:2: params.a: must list at least one value"
+		"params: {a: [x, x]}|wa7.job:2: params.a[1]: 'x' is listed twice"
+		"params: {index: [1]}|wa8.job:2: params.index: is the array index, not a parameter name"
+		"params: {a-b: [1]}|wa9.job:2: params.a-b: not a valid parameter name ([A-Za-z_][A-Za-z0-9_]*)"
+		"params: {a: ['']}|wa10.job:2: params.a[0]: must not be empty"
+		"params: {a: 1}|wa11.job:2: params.a: must be a list"
+		"max_running: 2|wa12.job: max_running: only for an array or params"
+		"max_running: 0|wa13.job:2: max_running: must be between 1 and 10000"
+	)
+	local c k=0 line want
+	for c in "${cases[@]}"; do
+		k=$((k + 1))
+		line=${c%%|*}
+		want=${c#*|}
+		printf 'command: [true]\n%s\n' "$line" > "wa$k.job"
+		refused "wa$k.job" "$want"
+		printf '%s\n' "$want" > "wa$k.job.want"
+	done
+	printf 'command: [true]\narray: "0-3"\nparams: {a: [1]}\n' > wab.job
+	refused wab.job "wab.job: params: cannot be combined with array"
+	printf '%s\n' "wab.job: params: cannot be combined with array" > wab.job.want
+	once
+	for w in wa*.job.want; do
+		rejected_as "${w%.want}" "$(cat "$w")"
+	done
+	nothing_queued
+	for v in '' x 3-1 1-5:0 1,1 0-3%0 0-3% 1-2-3 -1 0-10000 ' 1' 1%2%3; do
+		run --separate-stderr sub --array "$v" -- true
+		failed 64 cardbaton-submit
+		[[ $stderr == "cardbaton-submit: --array: "* ]]
+	done
+	for v in '' a a= 'a=1,,2' 'a=1,1' '1a=2' 'index=1' '=1' "a=$(printf 'x\001')"; do
+		run --separate-stderr sub --param "$v" -- true
+		failed 64 cardbaton-submit
+		[[ $stderr == "cardbaton-submit: --param"* ]]
+	done
+	for v in '' 0 -1 10001 x; do
+		run --separate-stderr sub --array 0-1 --max-running "$v" -- true
+		failed 64 cardbaton-submit
+	done
+	run --separate-stderr sub --array 0-1 --param a=1 -- true
+	failed 64 cardbaton-submit
+	run --separate-stderr sub --max-running 2 -- true
+	failed 64 cardbaton-submit
+	says "cardbaton-submit: max_running: only for an array or params"
+	nothing_queued
+}
+
 # ---- command, cwd, env ----------------------------------------------------------
 
 @test "command: empty, null, a mapping, nested, an empty first word or a NUL are refused; scalars in the list are their text" {

@@ -12,7 +12,10 @@
  *  - jobdef_merge onto an empty job_def copies it exactly;
  *  - resume_command is set exactly when the field is given; a list
  *    (resume_argv, at least one word, the first not empty) comes with
- *    its display string, shell_join of the list.
+ *    its display string, shell_join of the list;
+ *  - an array or sweep has 1 to JOB_MAX_MEMBERS members; each member
+ *    made is a plain job (no array, params, max_running) that takes the
+ *    record's trip too, or is refused with one line.
  */
 #include <cJSON.h>
 
@@ -34,6 +37,51 @@ static int strv_eq(char **a, size_t na, char **b, size_t nb)
 	return 1;
 }
 
+static int params_eq(const struct job_def *a, const struct job_def *b)
+{
+	if (a->nparams != b->nparams)
+		return 0;
+	for (size_t i = 0; i < a->nparams; i++)
+		if (strcmp(a->params[i].key, b->params[i].key) ||
+		    !strv_eq(a->params[i].vals, a->params[i].nvals, b->params[i].vals, b->params[i].nvals))
+			return 0;
+	return 1;
+}
+
+static int jd_eq(const struct job_def *a, const struct job_def *b);
+
+/* A few members of JD (the first, the last): plain jobs whose record
+ * form reads back the same. */
+static void members(const struct job_def *jd)
+{
+	struct expander x;
+	const char *why;
+
+	FUZZ_CHECK(expander_init(&x, jd, &why) == 0);
+	FUZZ_CHECK(x.n >= 1 && x.n <= JOB_MAX_MEMBERS);
+	FUZZ_CHECK(jobdef_is_many(jd) || x.n == 1);
+	for (size_t k = 0; jobdef_is_many(jd) && k < 2; k++) {
+		struct job_def m, back;
+		long long idx;
+		cJSON *o;
+		int r = expander_member(&x, k ? x.n - 1 : 0, 1, &m, &idx, &why);
+
+		FUZZ_CHECK(r == 0 || r == 1);
+		if (r == 1) {
+			FUZZ_CHECK(why && fuzz_one_line(why));
+			continue;
+		}
+		FUZZ_CHECK(!jobdef_is_many(&m) && !(m.set & JF_MAX_RUNNING) && idx >= 0);
+		o = jobdef_to_json(&m);
+		FUZZ_CHECK(o && jobdef_from_json(o, &back) == 0);
+		FUZZ_CHECK(jd_eq(&m, &back));
+		jobdef_free(&back);
+		cJSON_Delete(o);
+		jobdef_free(&m);
+	}
+	expander_free(&x);
+}
+
 static int jd_eq(const struct job_def *a, const struct job_def *b)
 {
 	return a->set == b->set && strv_eq(a->argv, a->argc, b->argv, b->argc) &&
@@ -46,7 +94,8 @@ static int jd_eq(const struct job_def *a, const struct job_def *b)
 	       a->gpu_count == b->gpu_count && a->priority == b->priority &&
 	       a->timeout_seconds == b->timeout_seconds &&
 	       a->checkpoint_grace_seconds == b->checkpoint_grace_seconds &&
-	       strv_eq(a->env, a->nenv, b->env, b->nenv);
+	       strv_eq(a->env, a->nenv, b->env, b->nenv) && opt_eq(a->array, b->array) &&
+	       a->max_running == b->max_running && params_eq(a, b);
 }
 
 static int is_zero(const struct job_def *jd)
@@ -93,6 +142,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		cb_err_free(&err);
 	}
 	(void)jobdef_gpu_need(&jd);
+	members(&jd);
 
 	/* The record's copy. */
 	o = jobdef_to_json(&jd);

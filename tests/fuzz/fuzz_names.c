@@ -6,8 +6,9 @@
  * writer makes (name_queued, name_plain, attempt_id), so one job or
  * attempt never has two names; a file name that parses can never
  * leave its directory; values are in their documented ranges;
- * name_classify_new agrees with name_parse_queued; parse_ll and
- * jobid_parse agree with strtoll.
+ * name_classify_new agrees with name_parse_queued and the block
+ * grammar, and a block's IDs are all IDs; parse_ll and jobid_parse
+ * agree with strtoll.
  */
 #include <errno.h>
 #include <limits.h>
@@ -23,7 +24,7 @@ static int safe_name(const char *s)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char *s = fuzz_cstr(data, size), *w, sid[9];
-	long long prio, seq, id, v, lo, hi;
+	long long prio, seq, id, v, lo, hi, count;
 	enum ctl_op op;
 	int n, r, all_digits;
 	size_t len;
@@ -46,11 +47,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(w && !strcmp(w, s));
 		free(w);
 	}
-	r = name_classify_new(s, &prio, &seq);
-	if (s[0] == '.' || len < 4 || strcmp(s + len - 4, ".job"))
+	if (name_parse_block(s, &seq, &count) == 0) {
+		FUZZ_CHECK(seq >= 1 && count >= 1 && count <= BLOCK_MAX && seq + count - 1 <= SEQ_MAX);
+		FUZZ_CHECK(safe_name(s));
+		w = name_block(seq, count);
+		FUZZ_CHECK(w && !strcmp(w, s));
+		free(w);
+	}
+	r = name_classify_new(s, &prio, &seq, &count);
+	if (s[0] == '.' || len < 4 || strcmp(s + len - 4, ".job")) {
 		FUZZ_CHECK(r == -1);
-	else
+	} else if (r == 2) {
+		w = name_block_queued(prio, seq, count);
+		FUZZ_CHECK(w && !strcmp(w, s));
+		free(w);
+	} else {
 		FUZZ_CHECK(r == (name_parse_queued(s, &prio, &seq) == 0 ? 1 : 0));
+		FUZZ_CHECK(r == 0 || count == 1);
+	}
 
 	if (jobid_parse(s, &id) == 0) {
 		FUZZ_CHECK(id >= 1 && id <= SEQ_MAX);

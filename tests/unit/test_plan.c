@@ -536,6 +536,45 @@ static void test_not_yet(void)
 	CHECK(out.wake_at == 0);
 }
 
+/* An array's limit: with as many of its jobs running as its
+ * max_running, the rest wait (holding nothing, not "waiting" for
+ * cards); the jobs one pass places count; other arrays and jobs are
+ * not held up. */
+static void test_groups(void)
+{
+	struct plan_group g[2];
+
+	setup(1, 4, "");
+	in.reserve_after_seconds = 0;
+	g[0] = (struct plan_group){ .max = 2, .running = 0 };
+	g[1] = (struct plan_group){ .max = 1, .running = 1 };
+	in.groups = g;
+	in.ngroups = 2;
+	for (int i = 0; i < 3; i++)
+		add(1)->group = 1;
+	add(1)->group = 2;
+	add(1);
+	PLAN(NOW, "1@a:0 2@a:1 5@a:2", "");
+	CHECK(!out.waiting);
+	/* One of the first array is running already: one more now. */
+	g[0].running = 1;
+	PLAN(NOW, "1@a:0 5@a:1", "");
+	/* The second array's one running job ends: its next may go. */
+	g[0].running = 2;
+	g[1].running = 0;
+	PLAN(NOW, "4@a:0 5@a:1", "");
+	/* A CPU job of a full array waits too. */
+	setup(1, 1, "");
+	g[0] = (struct plan_group){ .max = 1, .running = 1 };
+	in.groups = g;
+	in.ngroups = 1;
+	add(0)->group = 1;
+	add(0);
+	PLAN(NOW, "2@a", "");
+	in.groups = NULL;
+	in.ngroups = 0;
+}
+
 /* plan_deps: a failed `after` cancels, before anything waits; an
  * unfinished one waits (the first named); after_any only waits. */
 static void test_deps(void)
@@ -585,6 +624,7 @@ int main(void)
 	test_stop();
 	test_not_yet();
 	test_deps();
+	test_groups();
 	plan_free(&out);
 	return T_DONE();
 }
