@@ -25,7 +25,7 @@ static const char usage[] =
 	"cardbaton-submit [--config PATH] [--job FILE] [--node N] [--gpus 0,2] "
 	"[--gpu-count K] [--priority P] [--timeout SECS] [--cwd DIR] [--name NAME] "
 	"[--resume-command CMD] [--env K=V]... [--hold] [--begin WHEN] [--after ID[,ID...]] [--after-any ID[,ID...]] "
-	"[--array SPEC | --param KEY=V1,V2...]... [--max-running K] [-- CMD ARGS...]";
+	"[--array SPEC | --param KEY=V1,V2,...]... [--max-running K] [-- CMD ARGS...]";
 
 enum {
 	OPT_JOB = OPT_TOOL_FIRST, OPT_NODE, OPT_GPUS, OPT_GPU_COUNT, OPT_PRIORITY,

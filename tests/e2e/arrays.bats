@@ -89,7 +89,8 @@ count_state() { st --all --json | json "len([j for j in d['jobs'] if j['state'] 
 	run --separate-stderr sub --array 0-10000 -- true
 	failed 64 cardbaton-submit
 	[[ $stderr == *"more than 10000 jobs"* ]]
-	run --separate-stderr sub --param a=$(seq -s, 1 101) --param b=$(seq -s, 1 100) -- true
+	# 73 x 137 = 10,001.
+	run --separate-stderr sub --param a=$(seq -s, 1 73) --param b=$(seq -s, 1 137) -- true
 	failed 64 cardbaton-submit
 	[[ $stderr == *"more than 10000 jobs"* ]]
 	for spec in '' 3-1 1-5:0 'a-b' '1,1' '0-3%0' '0-3%' '1-2-3' '-1' '0-99999999'; do
@@ -119,7 +120,8 @@ count_state() { st --all --json | json "len([j for j in d['jobs'] if j['state'] 
 	sub --hold -- true
 	total=1
 	for delay in 0 0.005 0.01 0.02 0.04 0.08 0.15 0.3; do
-		cardbaton-submit --config "$C" --hold --array 0-999 -- true > "$T/ids" &
+		cardbaton-submit --config "$C" --hold --param a=$(seq -s, 1 10) --param b=$(seq -s, 1 100) \
+			-- echo '{a}' '{b}' > "$T/ids" &
 		pid=$!
 		sleep "$delay"
 		kill -9 "$pid" 2>/dev/null || true
