@@ -44,6 +44,7 @@ static const struct field fields[] = {     /* in the order JSON shows them */
 	{ "node", JF_NODE, K_STR, OFF(node), 0, 0, check_node },
 	{ "gpus", JF_GPUS, K_GPUS, 0, 0, 0, NULL },
 	{ "gpu_count", JF_GPU_COUNT, K_INT, OFF(gpu_count), 0, GPU_COUNT_MAX, NULL },
+	{ "gpu_memory_mib", JF_GPU_MEMORY, K_INT, OFF(gpu_memory_mib), 1, GPU_MEMORY_MAX, NULL },
 	{ "priority", JF_PRIORITY, K_INT, OFF(priority), PRIO_MIN, PRIO_MAX, NULL },
 	{ "hold", JF_HOLD, K_BOOL, OFF(hold), 0, 0, NULL },
 	{ "begin", JF_BEGIN, K_TIME, OFF(begin), 0, 0, NULL },
@@ -145,16 +146,20 @@ static const char *check_node(const char *s)
 	return yx_node_name_problem(s);
 }
 
-static const char *check_name(const char *s)
+static const char *check_control(const char *s)
 {
-	const unsigned char *p = (const unsigned char *)s;
-
-	if (strlen(s) > NAME_MAX_LEN)
-		return "longer than 256 bytes";
-	for (; *p; p++)         /* C0, DEL, and C1 (U+0080..U+009F) */
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		/* C0, DEL, and C1 (U+0080..U+009F) */
 		if (*p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
 			return "must not contain control characters";
 	return NULL;
+}
+
+static const char *check_name(const char *s)
+{
+	if (strlen(s) > NAME_MAX_LEN)
+		return "longer than 256 bytes";
+	return check_control(s);
 }
 
 static const char *check_array(const char *s)
@@ -171,12 +176,7 @@ static const char *check_value(const char *s)
 {
 	const char *why = check_nonempty(s);
 
-	if (why)
-		return why;
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-		if (*p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
-			return "must not contain control characters";
-	return NULL;
+	return why ? why : check_control(s);
 }
 
 /* A key of `params`: a variable name's characters, not "index". */

@@ -33,6 +33,7 @@ enum {
 	JF_ARRAY = 1 << 15,
 	JF_PARAMS = 1 << 16,
 	JF_MAX_RUNNING = 1 << 17,
+	JF_GPU_MEMORY = 1 << 18,
 };
 
 #define GPU_INDEX_MAX 1023
@@ -43,6 +44,7 @@ enum {
 #define JOB_MAX_ENV 4096
 #define JOB_NAME_MAX 256
 #define GPU_COUNT_MAX 1024
+#define GPU_MEMORY_MAX (1LL << 24)      /* MiB: 16 TiB per card */
 #define TIMEOUT_MAX 315360000LL         /* ten years, in seconds */
 #define DEFAULT_GRACE 60
 #define JOB_MAX_DEPS 1024       /* IDs in `after` and in `after_any` */
@@ -70,6 +72,7 @@ struct job_def {
 	int *gpus;              /* pinned physical indices, distinct */
 	size_t ngpus;
 	long long gpu_count;    /* 0 = CPU job; default 1 (see jobdef_gpu_need) */
+	long long gpu_memory_mib;       /* each card's total memory at least this; 0: any */
 	long long priority;     /* PRIO_MIN..PRIO_MAX, default 0 */
 	long long timeout_seconds;              /* 0 = no limit */
 	long long checkpoint_grace_seconds;     /* default DEFAULT_GRACE */

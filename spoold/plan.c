@@ -46,12 +46,20 @@ static int free_card(const struct pass *p, size_t k, size_t i)
 	       !p->card[p->base[k] + i];
 }
 
-static size_t free_cards(const struct pass *p, size_t k)
+/* Is card G big enough for J (plan.h)? */
+static int big_enough(const struct plan_job *j, const struct gpu_info *g)
 {
+	return !j->mem || g->mem_total >= j->mem;
+}
+
+/* Free cards of node K (that J could use: big enough, when J is given). */
+static size_t free_cards(const struct pass *p, size_t k, const struct plan_job *j)
+{
+	const struct plan_node *n = &p->in->nodes[k];
 	size_t c = 0;
 
-	for (size_t i = 0; i < p->in->nodes[k].ngpus; i++)
-		c += free_card(p, k, i);
+	for (size_t i = 0; i < n->ngpus; i++)
+		c += free_card(p, k, i) && (!j || big_enough(j, &n->gpus[i]));
 	return c;
 }
 
@@ -69,14 +77,14 @@ static int fits(const struct pass *p, const struct plan_job *j, size_t k, int *o
 		for (size_t i = 0; i < j->ngpus; i++) {
 			long s = plan_slot(n->gpus, n->ngpus, j->gpus[i]);
 
-			if (s < 0 || !free_card(p, k, (size_t)s))
+			if (s < 0 || !free_card(p, k, (size_t)s) || !big_enough(j, &n->gpus[s]))
 				return 0;
 			out[i] = j->gpus[i];
 		}
 		return 1;
 	}
 	for (size_t i = 0; i < n->ngpus && got < (size_t)j->need; i++)
-		if (free_card(p, k, i))
+		if (free_card(p, k, i) && big_enough(j, &n->gpus[i]))
 			out[got++] = n->gpus[i].index;
 	return got == (size_t)j->need;
 }
@@ -131,14 +139,15 @@ static void hold(struct pass *p, size_t j)
 			}
 			continue;
 		}
-		nfree = free_cards(p, k);
+		nfree = free_cards(p, k, job);
 		if (best == p->in->nnodes || nfree > best_free) {
 			best = k;
 			best_free = nfree;
 		}
 	}
 	for (size_t i = 0; best < p->in->nnodes && i < p->in->nodes[best].ngpus; i++)
-		hold_card(p, j, best, i);
+		if (big_enough(job, &p->in->nodes[best].gpus[i]))
+			hold_card(p, j, best, i);
 }
 
 /* "0-3,6" for the indices of N's cards (in N's order) onto B. */
@@ -155,6 +164,25 @@ static int add_indices(struct sbuf *b, const struct plan_node *n)
 		i = j;
 	}
 	return n->ngpus ? 0 : sbuf_addf(b, "none");
+}
+
+/* Has a node J may use an eligible card (one of its pinned ones, when
+ * it pins) big enough for it? */
+static int any_big_enough(const struct plan_in *in, const struct plan_job *j)
+{
+	for (size_t k = 0; k < in->nnodes; k++) {
+		const struct plan_node *n = &in->nodes[k];
+
+		for (size_t i = 0; may_use(j, n) && i < n->ngpus; i++) {
+			int pinned = !j->ngpus;
+
+			for (size_t g = 0; g < j->ngpus; g++)
+				pinned |= j->gpus[g] == n->gpus[i].index;
+			if (pinned && gpu_eligible(n->conf, n->gpus[i].index) && big_enough(j, &n->gpus[i]))
+				return 1;
+		}
+	}
+	return 0;
 }
 
 /*
@@ -175,20 +203,26 @@ static int never_fits(const struct plan_in *in, const struct plan_job *j, char *
 	for (size_t k = 0; k < in->nnodes; k++)
 		if (may_use(j, &in->nodes[k]) && (!in->nodes[k].reachable || !in->nodes[k].known))
 			return 0;
+	if (j->mem && !any_big_enough(in, j))
+		return (*why = xasprintf("no card has %lld MiB", j->mem)) ? 0 : -1;
 	if (j->ngpus) {
 		for (size_t i = 0; i < j->ngpus && missing < 0; i++) {
 			size_t k;
 
-			for (k = 0; k < in->nnodes; k++)
-				if (may_use(j, &in->nodes[k]) &&
-				    plan_slot(in->nodes[k].gpus, in->nodes[k].ngpus, j->gpus[i]) >= 0)
+			for (k = 0; k < in->nnodes; k++) {
+				const struct plan_node *n = &in->nodes[k];
+				long s = plan_slot(n->gpus, n->ngpus, j->gpus[i]);
+
+				if (may_use(j, n) && s >= 0 && big_enough(j, &n->gpus[s]))
 					break;
+			}
 			if (k == in->nnodes)
 				missing = j->gpus[i];
 		}
 		if (missing < 0)
 			return 0;
-		if (sbuf_addf(&b, "no node has GPU %d (", missing) < 0)
+		if (sbuf_addf(&b, "no node has GPU %d", missing) < 0 ||
+		    (j->mem && sbuf_addf(&b, " with %lld MiB", j->mem) < 0) || sbuf_add(&b, " (", 2) < 0)
 			goto oom;
 	} else {
 		for (size_t k = 0; k < in->nnodes; k++) {
@@ -196,13 +230,14 @@ static int never_fits(const struct plan_in *in, const struct plan_job *j, char *
 			long long c = 0;
 
 			for (size_t i = 0; may_use(j, n) && i < n->ngpus; i++)
-				c += gpu_eligible(n->conf, n->gpus[i].index);
+				c += gpu_eligible(n->conf, n->gpus[i].index) && big_enough(j, &n->gpus[i]);
 			if (c > most)
 				most = c;
 		}
 		if (most >= j->need)
 			return 0;
-		if (sbuf_addf(&b, "no node has %lld eligible GPUs (", j->need) < 0)
+		if (sbuf_addf(&b, "no node has %lld eligible GPUs", j->need) < 0 ||
+		    (j->mem && sbuf_addf(&b, " with %lld MiB", j->mem) < 0) || sbuf_add(&b, " (", 2) < 0)
 			goto oom;
 	}
 	for (size_t k = 0; k < in->nnodes; k++) {
@@ -285,7 +320,7 @@ int plan(const struct plan_in *in, long long now, struct plan_out *out)
 	for (size_t k = 0, b = 0; k < in->nnodes; b += in->nodes[k++].ngpus) {
 		p.base[k] = b;
 		if (in->nodes[k].reachable && usable(&in->nodes[k]))
-			nfree += free_cards(&p, k);
+			nfree += free_cards(&p, k, NULL);
 	}
 	for (size_t j = 0; j < in->njobs; j++) {
 		const struct plan_job *job = &in->jobs[j];

@@ -28,7 +28,8 @@
  *   - A free card is eligible (the node's `gpus:` list, gpu_eligible),
  *     idle (gpu_idle: memory in use at most idle_mib, no compute
  *     process, no lease), and neither taken by an earlier placement of
- *     this pass nor held.
+ *     this pass nor held.  A job with `mem` uses (and holds) only cards
+ *     whose total memory is known and at least that: "big enough".
  *   - A CPU job (need 0) goes to the first reachable node it may use.
  *     It never holds anything, and held cards do not stop it.
  *   - A GPU job goes to the first node it may use, in config order,
@@ -39,8 +40,10 @@
  *     head-of-line blocking), and sets `waiting`.  If its reason is
  *     already on disk (never_noted), nothing more.  Else, if every node
  *     it may use is reachable and known, and none has all its pinned
- *     indices, or `need` eligible cards, it gets a reason ("no node has
- *     GPU 7 (local has 0-3)") and holds nothing.  Else, once it has
+ *     indices, or `need` eligible big enough cards, it gets a reason
+ *     ("no node has GPU 7 (local has 0-3)"; "no card has M MiB" when
+ *     no eligible card it may use is big enough) and holds nothing.
+ *     Else, once it has
  *     waited reserve_after_seconds since queued_at (0: at once), it
  *     holds what it waits for: its pinned indices on every usable node
  *     it may use, or every card of the usable node it may use with the
@@ -73,6 +76,7 @@ struct plan_node {
 struct plan_job {
 	long long id;
 	long long need;         /* cards; 0: a CPU job */
+	long long mem;          /* MiB: only cards with this much memory in all (0: any) */
 	long long queued_at;    /* wall ms */
 	const int *gpus;        /* pinned indices (distinct; NGPUS = NEED), or NULL */
 	size_t ngpus;

@@ -161,6 +161,7 @@ struct qent *qent_from_job(const struct job *j, const char *name)
 	e->prio = j->priority;
 	e->queued_at = j->queued_at;
 	e->need = jobdef_gpu_need(&j->def);
+	e->mem = j->def.gpu_memory_mib;
 	e->held = j->def.hold;
 	e->begin = j->def.begin;
 	e->group = j->max_running ? j->array_id : 0;

@@ -231,7 +231,8 @@ static struct plan_in plan_input(const struct daemon *d, struct plan_job *jobs,
 	for (size_t i = 0; i < d->nq; i++) {
 		const struct qent *e = d->q[i];
 
-		jobs[i] = (struct plan_job){ .id = e->id, .need = e->need, .queued_at = e->queued_at,
+		jobs[i] = (struct plan_job){ .id = e->id, .need = e->need, .mem = e->mem,
+					     .queued_at = e->queued_at,
 					     .gpus = e->gpus, .ngpus = e->ngpus, .node = e->node,
 					     .never_noted = e->never_noted, .held = e->held,
 					     .blocked = e->blocked,

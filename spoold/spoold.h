@@ -101,6 +101,7 @@ struct qent {
 	long long id, prio, queued_at;
 	char *name;                     /* its file in queued/ */
 	long long need;                 /* cards */
+	long long mem;                  /* MiB each card must have, or 0 */
 	int *gpus;                      /* pinned indices, or NULL */
 	size_t ngpus;
 	char *node;                     /* pinned (or checkpoint) node, or NULL */

@@ -536,6 +536,58 @@ static void test_not_yet(void)
 	CHECK(out.wake_at == 0);
 }
 
+/* Memory: a job with `mem` only on cards with that much in all (an
+ * unknown total is not enough); one no card can hold says so and holds
+ * nothing; a starving one holds only cards big enough. */
+static void test_memory(void)
+{
+	struct plan_job *j;
+
+	setup(2, 2, "");
+	in.reserve_after_seconds = 0;
+	gpu[0][0].mem_total = gpu[0][1].mem_total = 24576;
+	add(1)->mem = 60000;
+	add(1)->mem = 20000;
+	PLAN(NOW, "1@b:0 2@a:0", "");
+	/* Too big for every card: a reason, no hold, however long it waits. */
+	setup(2, 2, "");
+	gpu[0][0].mem_total = gpu[0][1].mem_total = 24576;
+	j = add(1);
+	j->mem = 100000;
+	j->queued_at = LONG_AGO;
+	add(1);
+	PLAN(NOW, "2@a:0", "");
+	CHECK_STR(why(1), "no card has 100000 MiB");
+	/* Big cards, but not enough of them on one node. */
+	gpu[1][1].mem_total = 24576;
+	job[0].mem = 60000;
+	job[0].need = 2;
+	PLAN(NOW, "2@a:0", "");
+	CHECK_STR(why(1), "no node has 2 eligible GPUs with 60000 MiB (a has 0-1; b has 0-1)");
+	/* Pinned to a card too small. */
+	setup(1, 2, "");
+	gpu[0][1].mem_total = 24576;
+	pin(1, 1)->mem = 60000;
+	pin(2, 0, 1)->mem = 60000;
+	PLAN(NOW, "", "");
+	CHECK_STR(why(1), "no card has 60000 MiB");
+	CHECK_STR(why(2), "no node has GPU 1 with 60000 MiB (a has 0-1)");
+	/* An unknown total is not enough. */
+	setup(1, 1, "");
+	gpu[0][0].mem_total = -1;
+	add(1)->mem = 1;
+	PLAN(NOW, "", "");
+	CHECK_STR(why(1), "no card has 1 MiB");
+	/* Starving, it holds the big cards only: a small job still runs. */
+	setup(1, 3, "a0");
+	in.reserve_after_seconds = 0;
+	gpu[0][2].mem_total = 24576;
+	j = add(2);
+	j->mem = 60000;
+	add(1);
+	PLAN(NOW, "2@a:2", "1@a:0,1");
+}
+
 /* An array's limit: with as many of its jobs running as its
  * max_running, the rest wait (holding nothing, not "waiting" for
  * cards); the jobs one pass places count; other arrays and jobs are
@@ -625,6 +677,7 @@ int main(void)
 	test_not_yet();
 	test_deps();
 	test_groups();
+	test_memory();
 	plan_free(&out);
 	return T_DONE();
 }
