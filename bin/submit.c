@@ -23,14 +23,14 @@
 
 static const char usage[] =
 	"cardbaton-submit [--config PATH] [--job FILE] [--node N] [--gpus 0,2] "
-	"[--gpu-count K] [--priority P] [--timeout SECS] [--cwd DIR] [--name NAME] "
+	"[--gpu-count K] [--gpu-memory M] [--priority P] [--timeout SECS] [--cwd DIR] [--name NAME] "
 	"[--resume-command CMD] [--env K=V]... [--hold] [--begin WHEN] [--after ID[,ID...]] [--after-any ID[,ID...]] "
 	"[--array SPEC | --param KEY=V1,V2,...]... [--max-running K] [-- CMD ARGS...]";
 
 enum {
 	OPT_JOB = OPT_TOOL_FIRST, OPT_NODE, OPT_GPUS, OPT_GPU_COUNT, OPT_PRIORITY,
 	OPT_TIMEOUT, OPT_CWD, OPT_NAME, OPT_RESUME, OPT_ENV, OPT_HOLD, OPT_BEGIN,
-	OPT_AFTER, OPT_AFTER_ANY, OPT_ARRAY, OPT_PARAM, OPT_MAX_RUNNING,
+	OPT_AFTER, OPT_AFTER_ANY, OPT_ARRAY, OPT_PARAM, OPT_MAX_RUNNING, OPT_GPU_MEMORY,
 };
 
 static const struct option longopts[] = {
@@ -39,6 +39,7 @@ static const struct option longopts[] = {
 	{ "node", required_argument, NULL, OPT_NODE },
 	{ "gpus", required_argument, NULL, OPT_GPUS },
 	{ "gpu-count", required_argument, NULL, OPT_GPU_COUNT },
+	{ "gpu-memory", required_argument, NULL, OPT_GPU_MEMORY },
 	{ "priority", required_argument, NULL, OPT_PRIORITY },
 	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
 	{ "cwd", required_argument, NULL, OPT_CWD },
@@ -335,6 +336,26 @@ static void check_roundtrip(const struct job_def *jd, const char *fname)
 	cJSON_Delete(o);
 }
 
+/* --gpu-memory M: MiB, or with a suffix M (MiB) or G (GiB). */
+static long long memory_flag(const char *s)
+{
+	size_t len = strlen(s);
+	long long mul = 1, v;
+	char *num;
+
+	if (len > 1 && strchr("MmGg", s[len - 1])) {
+		mul = strchr("Gg", s[len - 1]) ? 1024 : 1;
+		len--;
+	}
+	num = xstrdup(s);
+	num[len] = '\0';
+	if (parse_ll(num, 1, GPU_MEMORY_MAX, &v) < 0 || *num == '+' || v > GPU_MEMORY_MAX / mul)
+		die(EX_USAGE_, "--gpu-memory: '%s' is not MiB (or N followed by M or G) from 1 MiB "
+		    "to 16 TiB", s);
+	free(num);
+	return v * mul;
+}
+
 /* --begin WHEN: an RFC 3339 time, or +N with s, m, h or d (seconds
  * when none) from now; epoch ms, whole seconds. */
 static long long begin_flag(const char *s)
@@ -476,6 +497,10 @@ int main(int argc, char **argv)
 		case OPT_GPU_COUNT:
 			flags.gpu_count = flag_ll("--gpu-count", optarg, 0, GPU_COUNT_MAX);
 			flags.set |= JF_GPU_COUNT;
+			break;
+		case OPT_GPU_MEMORY:
+			flags.gpu_memory_mib = memory_flag(optarg);
+			flags.set |= JF_GPU_MEMORY;
 			break;
 		case OPT_PRIORITY:
 			flags.priority = flag_ll("--priority", optarg, PRIO_MIN, PRIO_MAX);

@@ -384,7 +384,7 @@ asan() { ldd "$CB_BUILD/cardbaton-submit" 2>/dev/null | grep -q libasan; }
 	nothing_queued
 }
 
-@test "array and sweep fields: bad specs, params, limits and combinations are 65 naming the field; rejected in new/; their flags 64" {
+@test "array, sweep and memory fields: bad specs, params, limits and combinations are 65 naming the field; rejected in new/; their flags 64" {
 	make_spool
 	local cases=(
 		"array: '3-1'|wa1.job:2: array: not an array spec (A-B, A-B:STEP or I,J,K, then %K if wanted)"
@@ -400,6 +400,9 @@ asan() { ldd "$CB_BUILD/cardbaton-submit" 2>/dev/null | grep -q libasan; }
 		"params: {a: 1}|wa11.job:2: params.a: must be a list"
 		"max_running: 2|wa12.job: max_running: only for an array or params"
 		"max_running: 0|wa13.job:2: max_running: must be between 1 and 10000"
+		"gpu_memory_mib: 0|wa14.job:2: gpu_memory_mib: must be between 1 and 16777216"
+		"gpu_memory_mib: 16777217|wa15.job:2: gpu_memory_mib: must be between 1 and 16777216"
+		"gpu_memory_mib: 60G|wa16.job:2: gpu_memory_mib: must be an integer"
 	)
 	local c k=0 line want
 	for c in "${cases[@]}"; do
@@ -431,6 +434,11 @@ asan() { ldd "$CB_BUILD/cardbaton-submit" 2>/dev/null | grep -q libasan; }
 	for v in '' 0 -1 10001 x; do
 		run --separate-stderr sub --array 0-1 --max-running "$v" -- true
 		failed 64 cardbaton-submit
+	done
+	for v in '' 0 -1 x 5K G +5 16385G 16777217 ' 5' 1.5G; do
+		run --separate-stderr sub --gpu-memory "$v" -- true
+		failed 64 cardbaton-submit
+		[[ $stderr == "cardbaton-submit: --gpu-memory: "* ]]
 	done
 	run --separate-stderr sub --array 0-1 --param a=1 -- true
 	failed 64 cardbaton-submit

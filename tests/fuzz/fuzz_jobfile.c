@@ -91,7 +91,8 @@ static int jd_eq(const struct job_def *a, const struct job_def *b)
 	       strv_eq(a->resume_argv, a->resume_argc, b->resume_argv, b->resume_argc) &&
 	       a->ngpus == b->ngpus &&
 	       (!a->ngpus || !memcmp(a->gpus, b->gpus, a->ngpus * sizeof *a->gpus)) &&
-	       a->gpu_count == b->gpu_count && a->priority == b->priority &&
+	       a->gpu_count == b->gpu_count && a->gpu_memory_mib == b->gpu_memory_mib &&
+	       a->priority == b->priority &&
 	       a->timeout_seconds == b->timeout_seconds &&
 	       a->checkpoint_grace_seconds == b->checkpoint_grace_seconds &&
 	       strv_eq(a->env, a->nenv, b->env, b->nenv) && opt_eq(a->array, b->array) &&
