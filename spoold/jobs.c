@@ -445,7 +445,8 @@ int apply_attempt(struct daemon *d, struct rent *e, const struct wire_rec *w)
 	}
 	if (node_event(ws, 0) == EV_N)
 		return 0;       /* starting, busy */
-	return job_step(d, e->id, node_event(ws, wire_get_ll(w, "timeout", &v) == 0 && v == 1),
+	return job_step(d, e->id, node_event(ws, (wire_get_ll(w, "timeout", &v) == 0 && v == 1) ||
+					      (wire_get_ll(w, "requeue", &v) == 0 && v == 1)),
 			&a) < 0 ? -1 : 0;
 }
 

@@ -217,8 +217,20 @@ static int edit_paused(struct job *j, const struct ev_arg *e, long long now)
 	return checkpointed(j, e, now, "checkpoint saved on %s; cardbaton resume continues it");
 }
 
+/* At its time limit, or for a yield (a preemption, a drain: the node's
+ * reason says which). */
 static int edit_paused_at_limit(struct job *j, const struct ev_arg *e, long long now)
 {
+	const char *why = e->w ? wire_get(e->w, "requeue") : NULL;
+
+	if (why) {
+		const struct attempt *a = job_last_attempt(j);
+
+		if (checkpointed(j, e, now, "%s") < 0)
+			return -1;
+		return set_reason(j, xasprintf("%s; resumes on %s", a->reason ? a->reason :
+					       "checkpoint saved", a->node));
+	}
 	return checkpointed(j, e, now, "time limit reached, checkpoint saved; resumes on %s");
 }
 

@@ -29,7 +29,8 @@ enum job_event {
 	EV_PAUSE_ASKED,         /* node: the pause file was created for `pause` */
 	EV_PAUSING,             /* node: the attempt is pausing (a time limit) */
 	EV_PAUSED,              /* node: exit 75 with a valid checkpoint marker */
-	EV_PAUSED_AT_LIMIT,     /* ... after its time limit: it resumes by itself */
+	EV_PAUSED_AT_LIMIT,     /* ... after its time limit, or to yield its cards (a
+				   preemption, a drain): it resumes by itself */
 	EV_SUCCEEDED,           /* node: exit status 0 */
 	EV_FAILED,              /* node: any other end */
 	EV_CANCELLED,           /* node: stopped by a cancel */

@@ -430,23 +430,50 @@ static int spec_resumable(int adir)
 int cmd_pause(struct wk_state *st, int argc, char **argv)
 {
 	const char *id;
-	struct wire_rec r = { 0 };
-	int alive, got, adir, res, rc;
-	long long until;
-	char *tmp;
+	struct wire_rec r = { 0 }, req = { 0 };
+	int alive, got, adir = -1, res, rc;
+	long long until, grace;
+	char *tmp, *body = NULL;
+	long blen = 0;
 
-	if (argc != 1)
-		return wk_err(EX_USAGE_, "usage: %s [-d STATE_DIR] pause ID", PROG);
+	/* pause --grace SECS --why TEXT --fail TEXT ID: a yield (the
+	 * controller wants the cards back; the job re-queues by itself). */
+	if (argc == 7 && !strcmp(argv[0], "--grace") && !strcmp(argv[2], "--why") &&
+	    !strcmp(argv[4], "--fail")) {
+		if (wire_add(&req, "grace", argv[1]) < 0 || wire_add(&req, "why", argv[3]) < 0 ||
+		    wire_add(&req, "fail", argv[5]) < 0)
+			return wk_errsys(EX_OSERR_, "out of memory");
+		if (wire_get_ll(&req, "grace", &grace) < 0 || grace < 0 || grace > 315360000) {
+			wire_free(&req);
+			return wk_err(EX_USAGE_, "pause: --grace: '%s' is not a number of seconds",
+				      argv[1]);
+		}
+		blen = wire_format(&req, &body);
+		wire_free(&req);
+		if (blen < 0)
+			return wk_errsys(EX_OSERR_, "out of memory");
+		argv += 6;
+		argc -= 6;
+	}
+	if (argc != 1) {
+		free(body);
+		return wk_err(EX_USAGE_, "usage: %s [-d STATE_DIR] pause "
+			      "[--grace SECS --why TEXT --fail TEXT] ID", PROG);
+	}
 	id = argv[0];
 	got = wk_attempt_status(st, id, &r, &alive);
-	if (got < 0)
-		return wk_errsys(EX_OSERR_, "attempt %s", id);
-	if (got == 0)
-		return wk_err(EX_NOINPUT_, "unknown attempt %s", id);
+	if (got < 0) {
+		rc = wk_errsys(EX_OSERR_, "attempt %s", id);
+		goto out;
+	}
+	if (got == 0) {
+		rc = wk_err(EX_NOINPUT_, "unknown attempt %s", id);
+		goto out;
+	}
 	adir = openat(st->attfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (adir < 0) {
-		wire_free(&r);
-		return wk_errsys(EX_OSERR_, "%s/attempts/%s", st->path, id);
+		rc = wk_errsys(EX_OSERR_, "%s/attempts/%s", st->path, id);
+		goto out;
 	}
 	/* The launcher writes the spec right after it takes the lock;
 	 * an attempt that reads as starting may not have it yet. */
@@ -455,23 +482,22 @@ int cmd_pause(struct wk_state *st, int argc, char **argv)
 		sleep_ms(20);
 	if (res < 0) {
 		rc = wk_errsys(EX_OSERR_, "%s/attempts/%s/spec", st->path, id);
-		close(adir);
-		wire_free(&r);
-		return rc;
+		goto out;
 	}
 	if (res == 0) {
-		close(adir);
-		wire_free(&r);
-		return wk_err(1, "attempt %s is not resumable", id);
+		rc = wk_err(1, "attempt %s is not resumable", id);
+		goto out;
 	}
 	if (!wk_state_final(wire_get(&r, "state"))) {
+		/* A pause asked already stands (the supervisor has taken it
+		 * as it was): the first request is the one that counts. */
 		tmp = xasprintf(".pause.%ld.tmp", (long)getpid());
-		if (!tmp || atomic_write_at(adir, tmp, "pause", "", 0, 0600, 1) < 0) {
+		if (faccessat(adir, "pause", F_OK, AT_SYMLINK_NOFOLLOW) < 0 &&
+		    (!tmp || atomic_write_at(adir, tmp, "pause", body ? body : "", (size_t)blen,
+					     0600, 1) < 0)) {
 			rc = wk_errsys(EX_OSERR_, "%s/attempts/%s/pause", st->path, id);
 			free(tmp);
-			close(adir);
-			wire_free(&r);
-			return rc;
+			goto out;
 		}
 		free(tmp);
 		/* The record as it is now (pausing, when the supervisor
@@ -479,17 +505,20 @@ int cmd_pause(struct wk_state *st, int argc, char **argv)
 		wire_free(&r);
 		got = wk_attempt_status(st, id, &r, &alive);
 		if (got < 0) {
-			close(adir);
-			return wk_errsys(EX_OSERR_, "attempt %s", id);
+			rc = wk_errsys(EX_OSERR_, "attempt %s", id);
+			goto out;
 		}
 		if (got == 0 && unknown_rec(&r, id) < 0) {
-			close(adir);
-			return wk_errsys(EX_OSERR_, "out of memory");
+			rc = wk_errsys(EX_OSERR_, "out of memory");
+			goto out;
 		}
 	}
-	close(adir);
 	rc = wk_print(&r) < 0 ? wk_errsys(EX_OSERR_, "stdout") : 0;
+out:
+	if (adir >= 0)
+		close(adir);
 	wire_free(&r);
+	free(body);
 	return rc;
 }
 

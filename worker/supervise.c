@@ -27,10 +27,12 @@
 
 extern char **environ;
 
-enum stop_why { STOP_NONE, STOP_CANCEL, STOP_TIMEOUT, STOP_SIGNAL };
+enum stop_why { STOP_NONE, STOP_CANCEL, STOP_TIMEOUT, STOP_SIGNAL, STOP_YIELD };
 
-/* Who asked a resumable job to checkpoint (SPEC section 9). */
-enum pause_why { PAUSE_NONE, PAUSE_USER, PAUSE_TIMEOUT };
+/* Who asked a resumable job to checkpoint (SPEC section 9): a user, the
+ * time limit, or the controller for its cards (a preemption, a drain:
+ * `pause --grace`), which re-queues it by itself. */
+enum pause_why { PAUSE_NONE, PAUSE_USER, PAUSE_TIMEOUT, PAUSE_YIELD };
 
 struct sup {
 	struct launch *l;
@@ -48,6 +50,10 @@ struct sup {
 	char *ck_path;
 	const char *pause_fail;
 	char *pause_fail_owned;
+	/* PAUSE_YIELD: the pause file's `why` and `fail`, and when its
+	 * grace ends (mono ms). */
+	char *yield_why, *yield_fail;
+	long long yield_end;
 };
 
 static void tell_launcher(struct sup *s)
@@ -94,16 +100,17 @@ static char *signal_reason(int sig, const char *suffix)
 }
 
 /* The `pausing` record: running's keys, the reason, and `timeout 1`
- * when the time limit asked. */
+ * when the time limit asked, `requeue 1` for a yield. */
 static void write_pausing(struct sup *s)
 {
 	struct wire_rec rec = { 0 };
-	int timeout = s->pause == PAUSE_TIMEOUT;
+	int timeout = s->pause == PAUSE_TIMEOUT, yield = s->pause == PAUSE_YIELD;
 
 	if (base_state(s, &rec, WS_PAUSING) < 0 ||
-	    wire_add(&rec, "reason", timeout ? "time limit reached: pause requested"
-						: "pause requested") < 0 ||
+	    wire_add(&rec, "reason", timeout ? "time limit reached: pause requested" :
+				     yield ? s->yield_why : "pause requested") < 0 ||
 	    (timeout && wire_add(&rec, "timeout", "1") < 0) ||
+	    (yield && wire_add(&rec, "requeue", "1") < 0) ||
 	    wk_state_write(s->l->st, s->l->sp->id, &rec) < 0)
 		fprintf(stderr, "%s: writing the pausing state: %s\n", PROG, strerror(errno));
 	wire_free(&rec);
@@ -119,6 +126,35 @@ static int pause_file_there(struct launch *l)
 	if (errno != ENOENT)
 		fprintf(stderr, "%s: %s/pause: %s\n", PROG, l->adir_path, strerror(errno));
 	return 0;
+}
+
+/*
+ * The pause file is there: whose is it?  Empty, a user's; a record
+ * with `grace SECS`, `why TEXT` and `fail TEXT` (cmd_pause --grace), a
+ * yield, whose checkpoint must come within the grace.  Sets s->pause.
+ */
+static void take_pause(struct sup *s)
+{
+	struct wire_rec r = { 0 };
+	const char *why, *w, *f;
+	char *buf = NULL;
+	size_t n = 0;
+	long long grace;
+
+	s->pause = PAUSE_USER;
+	if (read_capped(s->l->adir, "pause", WIRE_MAX_RECORD, &buf, &n) < 0 || !n) {
+		free(buf);
+		return;
+	}
+	if (wire_parse(buf, n, &r, &why) > 0 && wire_get_ll(&r, "grace", &grace) == 0 &&
+	    grace >= 0 && grace <= 315360000 &&
+	    (w = wire_get(&r, "why")) && (f = wire_get(&r, "fail")) &&
+	    (s->yield_why = strdup(w)) && (s->yield_fail = strdup(f))) {
+		s->pause = PAUSE_YIELD;
+		s->yield_end = mono_ms() + grace * 1000;
+	}
+	wire_free(&r);
+	free(buf);
 }
 
 /* The supervisor's own pause request at the time limit: the file the
@@ -227,7 +263,7 @@ static void pause_outcome(struct sup *s)
 	if (s->pause == PAUSE_NONE) {
 		if (!pause_file_there(l))
 			return;
-		s->pause = PAUSE_USER;
+		take_pause(s);
 	}
 	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
 		return;         /* done before it could pause: it succeeded */
@@ -268,9 +304,13 @@ static int final_state(struct sup *s, struct wire_rec *r)
 	} else if (s->stop == STOP_TIMEOUT) {
 		state = WS_FAILED;
 		reason = strdup("timeout");
+	} else if (s->stop == STOP_YIELD) {
+		state = WS_FAILED;
+		reason = strdup(s->yield_fail);
 	} else if (s->ck_path) {
 		state = WS_PAUSED;
-		reason = strdup(s->pause == PAUSE_TIMEOUT ? "time limit reached: checkpoint saved"
+		reason = s->pause == PAUSE_YIELD ? xasprintf("%s: checkpoint saved", s->yield_why) :
+			 strdup(s->pause == PAUSE_TIMEOUT ? "time limit reached: checkpoint saved"
 							  : "checkpoint saved");
 	} else if (s->pause_fail) {
 		state = WS_FAILED;
@@ -302,6 +342,9 @@ static int final_state(struct sup *s, struct wire_rec *r)
 	if (rc == 0 && !s->failure &&
 	    (s->stop == STOP_TIMEOUT || (s->stop == STOP_NONE && s->pause == PAUSE_TIMEOUT)))
 		rc = wire_add(r, "timeout", "1");
+	/* requeue 1: checkpointed for a yield, the job resumes by itself. */
+	if (rc == 0 && state == WS_PAUSED && s->pause == PAUSE_YIELD)
+		rc = wire_add(r, "requeue", "1");
 	if (rc == 0 && !reason && state != WS_SUCCEEDED) {
 		errno = ENOMEM;
 		rc = -1;
@@ -539,6 +582,9 @@ static void supervise_loop(struct sup *s, int sfd, int ifd, const char *cancel_p
 		}
 		if (s->main_alive && s->stop == STOP_NONE && grace_on && now >= grace_end)
 			s->stop = STOP_TIMEOUT;
+		if (s->main_alive && s->stop == STOP_NONE && s->pause == PAUSE_YIELD &&
+		    now >= s->yield_end)
+			s->stop = STOP_YIELD;
 		/* Cancel, time limit, or the main process is gone: the rest
 		 * of the attempt gets SIGTERM, and SIGKILL KILL_DELAY later. */
 		if (!term_sent && (s->stop != STOP_NONE || !s->main_alive)) {
@@ -558,6 +604,8 @@ static void supervise_loop(struct sup *s, int sfd, int ifd, const char *cancel_p
 			wait = (now >= kill_at ? next_kill : kill_at) - now;
 		else if (grace_on && s->stop == STOP_NONE)
 			wait = grace_end - now;
+		else if (s->pause == PAUSE_YIELD && s->stop == STOP_NONE)
+			wait = s->yield_end - now;
 		else if (deadline && !s->time_limit && s->stop == STOP_NONE)
 			wait = deadline - now;
 		if (wait != -1 && wait < 1)
@@ -609,7 +657,7 @@ static void supervise_loop(struct sup *s, int sfd, int ifd, const char *cancel_p
 				s->stop = STOP_CANCEL;
 			if (seen_pause && sp->resumable && s->main_alive && s->stop == STOP_NONE &&
 			    s->pause == PAUSE_NONE && pause_file_there(s->l)) {
-				s->pause = PAUSE_USER;
+				take_pause(s);
 				write_pausing(s);
 			}
 		}
@@ -760,6 +808,8 @@ void supervise(struct launch *l, int notify)
 	free(cancel_path);
 	free(s.ck_path);
 	free(s.pause_fail_owned);
+	free(s.yield_why);
+	free(s.yield_fail);
 	/* The lock goes with us (_exit): the attempt is over. */
 	_exit(ex);
 }

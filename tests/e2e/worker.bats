@@ -932,6 +932,53 @@ go() {
 	[ "$(field reason <<< "$output")" = "worker vanished without a final status" ]
 }
 
+@test "pause --grace (a yield): pausing with its why, then paused with requeue 1; ignored, failed with its fail reason once the grace is out" {
+	launch attempt 5e-1 shell "$CKJOB" env "GO=$T/go" env 'MARK={"checkpoint": "/ck/y"}' env CODE=75 \
+		resumable 1 gpu 1
+	[ "$status" -eq 0 ]
+	go_fifo
+	run cardbaton-worker pause --grace 30 --why "preempted by job 7" --fail "preempted: no checkpoint within 30 s" 5e-1
+	[ "$status" -eq 0 ]
+	wait_for 5 '[ "$(st 5e-1 state)" = pausing ]'
+	[ "$(st 5e-1 reason)" = "preempted by job 7" ]
+	[ "$(st 5e-1 requeue)" = 1 ]
+	# A second request does not replace the first.
+	run cardbaton-worker pause 5e-1
+	[ "$status" -eq 0 ]
+	[ "$(field why < "$STATE/attempts/5e-1/pause")" = "preempted by job 7" ]
+	go
+	wait_final 5e-1
+	run cardbaton-worker status 5e-1
+	[ "$(field state <<< "$output")" = paused ]
+	[ "$(field checkpoint <<< "$output")" = /ck/y ]
+	[ "$(field reason <<< "$output")" = "preempted by job 7: checkpoint saved" ]
+	[ "$(field requeue <<< "$output")" = 1 ]
+	not grep -q '^timeout ' <<< "$output"
+	lease_free "$U1"
+	# One that ignores it: stopped when the grace runs out.
+	launch attempt 5e-2 shell 'sleep 300 & echo $! > "$BG"; sleep 300' env "BG=$T/bg" resumable 1 gpu 2
+	pid=$(field pid <<< "$output")
+	wait_for 10 'test -s "$T/bg"'
+	run cardbaton-worker pause --grace 1 --why "node lab drained" --fail "drained: no checkpoint within 1 s" 5e-2
+	[ "$status" -eq 0 ]
+	wait_final 5e-2 8
+	run cardbaton-worker status 5e-2
+	[ "$(field state <<< "$output")" = failed ]
+	[ "$(field reason <<< "$output")" = "drained: no checkpoint within 1 s" ]
+	not grep -q '^requeue ' <<< "$output"
+	not kill -0 "$pid" 2>/dev/null
+	not kill -0 "$(cat "$T/bg")" 2>/dev/null
+	lease_free "$U2"
+	# Bad requests.
+	launch attempt 5e-3 arg sleep arg 300 resumable 1
+	run cardbaton-worker pause --grace x --why a --fail b 5e-3
+	[ "$status" -eq 64 ]
+	run cardbaton-worker pause --grace 5 --why a 5e-3
+	[ "$status" -eq 64 ]
+	[ "$(st 5e-3 state)" = running ]
+	run cardbaton-worker cancel 5e-3
+}
+
 @test "time limit, resumable: asked to pause at the limit; a checkpoint within the grace is paused with timeout 1" {
 	start_watch
 	go_fifo
