@@ -39,7 +39,7 @@ LIB_SRC  = $(BASE_SRC) $(wildcard spool-layout/*.c) $(wildcard link/*.c)
 LIB_OBJ  = $(LIB_SRC:%.c=$(B)/%.o)
 LIB      = $(B)/libcardbaton.a
 
-TOOLS    = submit status logs promote pause resume cancel hold release wait gpus bootstrap
+TOOLS    = submit status logs promote pause resume cancel hold release wait drain undrain gpus bootstrap
 TOOL_BIN = $(TOOLS:%=$(B)/cardbaton-%)
 BINS     = $(B)/cardbaton $(B)/sshgpu $(TOOL_BIN) $(B)/cardbaton-spoold \
            $(B)/cardbaton-run $(B)/cardbaton-worker $(B)/cardbaton-worker-static \

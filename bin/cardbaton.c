@@ -35,6 +35,8 @@ static const struct {
 	{ "hold", "keep queued jobs from being placed until released" },
 	{ "release", "let held jobs be placed again" },
 	{ "wait", "block until jobs have ended (none named: the queue is idle)" },
+	{ "drain", "place nothing new on a node (--checkpoint: its resumable jobs wait)" },
+	{ "undrain", "put a drained node back in service" },
 	{ "gpus", "every node's GPUs, leases and idle state" },
 	{ "bootstrap", "install a public key on a node" },
 };

@@ -436,6 +436,41 @@ void tool_find_job(struct config *c, struct spool *sp, long long id, struct job 
 	free(name);
 }
 
+int tool_drain(int argc, char **argv, const char *usage, int on)
+{
+	static const struct option longopts[] = {
+		COMMON_LONGOPTS,
+		{ "checkpoint", no_argument, NULL, OPT_TOOL_FIRST },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct cb_err err = { 0 };
+	struct config c;
+	struct spool sp;
+	int ch, ck = 0;
+	char *p;
+
+	prog_init(argc, argv);
+	while ((ch = tool_getopt(argc, argv, "", longopts, 0, usage)) != -1) {
+		if (ch != OPT_TOOL_FIRST || !on)
+			usage_error(usage, "unknown option");
+		ck = 1;
+	}
+	if (argc - optind != 1)
+		usage_error(usage, argc - optind ? "more than one NODE" : "no NODE given");
+	tool_config(&c);
+	if (!config_node(&c, argv[optind])) {
+		if (!(p = printable(argv[optind])))
+			die(EX_OSERR_, "%s", strerror(ENOMEM));
+		die(EX_NOINPUT_, "unknown node '%s' (not in %s)", p, c.path ? c.path : "the default config");
+	}
+	tool_spool(&c, &sp, 1);
+	if (spool_drain_set(&sp, config_node(&c, argv[optind])->name, on, ck, &err) < 0)
+		die_err(&err);
+	spool_close(&sp);
+	config_free(&c);
+	return 0;
+}
+
 int tool_queued_op(int argc, char **argv, const char *usage, enum ctl_op op)
 {
 	static const struct option longopts[] = {

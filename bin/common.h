@@ -99,6 +99,9 @@ long long tool_one_job(int argc, char **argv, const char *usage);
  * job (66 for one that does not exist, 1 for one not queued: nothing
  * asked then); the tool's whole main. */
 int tool_queued_op(int argc, char **argv, const char *usage, enum ctl_op op);
+/* drain (ON 1) or undrain (ON 0) NODE: cardbaton-drain, -undrain
+ * (drain.h).  An unknown node is 66. */
+int tool_drain(int argc, char **argv, const char *usage, int on);
 
 /* Load the config into C, open its spool SP and find job ID (wherever it
  * is) into J; exit 66 "no such job ID" when there is none. */

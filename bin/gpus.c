@@ -214,6 +214,16 @@ static char *lease_text(const struct spool *sp, int have_spool, const char *leas
 	return s;
 }
 
+/* Is node NAME drained (drain.h)?  Not when there is no spool yet. */
+static int drained(const struct spool *sp, int have_spool, const char *name)
+{
+	struct cb_err err = { 0 };
+	int ck, r = have_spool ? spool_drain_get((struct spool *)sp, name, &ck, &err) : 0;
+
+	cb_err_free(&err);
+	return r == 1;
+}
+
 static void print_json(const struct ask *asks, size_t n, const struct spool *sp, int have_spool)
 {
 	cJSON *root = cJSON_CreateObject(), *nodes;
@@ -230,6 +240,7 @@ static void print_json(const struct ask *asks, size_t n, const struct spool *sp,
 		    !cJSON_AddBoolToObject(o, "reachable", !a->error) ||
 		    !(a->error ? cJSON_AddStringToObject(o, "error", bare_error(a))
 			       : cJSON_AddNullToObject(o, "error")) ||
+		    !cJSON_AddBoolToObject(o, "drained", drained(sp, have_spool, a->nc->name)) ||
 		    !(gs = cJSON_AddArrayToObject(o, "gpus")))
 			die(EX_OSERR_, "%s", strerror(ENOMEM));
 		for (size_t k = 0; k < a->n; k++) {
@@ -342,7 +353,8 @@ static void print_human(const struct ask *asks, size_t n, const struct spool *sp
 		}
 		for (size_t k = 0; k < a->n; k++)
 			idle += gpu_idle(&a->g[k], a->nc->idle_mib) && gpu_eligible(a->nc, a->g[k].index);
-		printf("%s: %zu GPU%s, %zu idle\n", a->nc->name, a->n, a->n == 1 ? "" : "s", idle);
+		printf("%s: %zu GPU%s, %zu idle%s\n", a->nc->name, a->n, a->n == 1 ? "" : "s", idle,
+		       drained(sp, have_spool, a->nc->name) ? "; drained" : "");
 		if (!a->n)
 			continue;
 		/* IDX, MEMORY, UTIL, PROCS right-aligned. */

@@ -273,6 +273,7 @@ static void print_json(void)
 				     : cJSON_AddNullToObject(o, "error")) ||
 		    !(since ? cJSON_AddStringToObject(o, "since", since)
 			    : cJSON_AddNullToObject(o, "since")) ||
+		    !cJSON_AddBoolToObject(o, "drained", nodes[i].drained) ||
 		    !(text = cJSON_PrintUnformatted(o)))
 			die(EX_OSERR_, "%s", strerror(ENOMEM));
 		printf("%s\n%s", i ? "," : "", text);
@@ -283,12 +284,15 @@ static void print_json(void)
 	fputs("]}\n", stdout);
 }
 
-/* One line per node the daemon could not reach when it last tried. */
+/* One line per node the daemon could not reach when it last tried,
+ * and per drained node. */
 static void print_nodes(void)
 {
 	for (size_t i = 0; i < nnodes; i++) {
 		char *since;
 
+		if (nodes[i].drained)
+			printf("node %s drained: nothing new is placed there\n", nodes[i].name);
 		if (nodes[i].reachable)
 			continue;
 		since = rfc3339(nodes[i].since);

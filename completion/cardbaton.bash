@@ -8,7 +8,7 @@
 # --node completes the node names of the configuration in use and JOB_ID
 # operands complete the job IDs found in the spool's file names.
 
-_cardbaton_subcommands="run submit status logs promote pause resume cancel hold release wait gpus bootstrap"
+_cardbaton_subcommands="run submit status logs promote pause resume cancel hold release wait drain undrain gpus bootstrap"
 
 # _cardbaton_flags SUBCOMMAND: its flags, as in its man page's SYNOPSIS.
 _cardbaton_flags() {
@@ -20,6 +20,8 @@ _cardbaton_flags() {
 	promote) echo "--config --priority --help" ;;
 	pause|resume|cancel|hold|release) echo "--config --help" ;;
 	wait) echo "--config --timeout --help" ;;
+	drain) echo "--config --checkpoint --help" ;;
+	undrain) echo "--config --help" ;;
 	gpus) echo "--config --node --json --help" ;;
 	bootstrap) echo "--config --node --public-key --help" ;;
 	*) echo "--config --help --version" ;;
@@ -187,6 +189,8 @@ _cardbaton() {
 		COMPREPLY=($(compgen -W "$(_cardbaton_ids "$config" new queued running paused)" -- "$cur")) ;;
 	hold|release)
 		COMPREPLY=($(compgen -W "$(_cardbaton_ids "$config" new queued)" -- "$cur")) ;;
+	drain|undrain)
+		COMPREPLY=($(compgen -W "$(_cardbaton_nodes "$config")" -- "$cur")) ;;
 	status|logs)
 		COMPREPLY=($(compgen -W "$(_cardbaton_ids "$config" new queued running paused done)" -- "$cur")) ;;
 	esac
@@ -194,5 +198,5 @@ _cardbaton() {
 
 complete -F _cardbaton cardbaton sshgpu cardbaton-submit cardbaton-status \
 	cardbaton-logs cardbaton-promote cardbaton-pause cardbaton-resume \
-	cardbaton-cancel cardbaton-hold cardbaton-release cardbaton-wait cardbaton-gpus cardbaton-bootstrap cardbaton-spoold \
+	cardbaton-cancel cardbaton-hold cardbaton-release cardbaton-wait cardbaton-drain cardbaton-undrain cardbaton-gpus cardbaton-bootstrap cardbaton-spoold \
 	cardbaton-run

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "drain.h"
 #include "nodestat.h"
 
 int spool_node_put(struct spool *sp, const struct node_status *ns, struct cb_err *err)
@@ -52,9 +53,11 @@ int spool_node_list(struct spool *sp, struct node_status **vp, size_t *np)
 		return -1;
 	}
 	for (size_t i = 0; i < n; i++) {
+		struct cb_err err = { 0 };
 		char *buf;
 		size_t len;
 		cJSON *o, *x;
+		int ck;
 
 		if (read_capped(sp->dir[SD_NODES], names[i], 65536, &buf, &len) < 0)
 			continue;
@@ -69,6 +72,8 @@ int spool_node_list(struct spool *sp, struct node_status **vp, size_t *np)
 				v[k].error = strdup(x->valuestring);
 			if (cJSON_IsNumber(x = cJSON_GetObjectItem(o, "since_ms")))
 				v[k].since = (long long)x->valuedouble;
+			v[k].drained = spool_drain_get(sp, v[k].name, &ck, &err) == 1;
+			cb_err_free(&err);
 			k++;
 		}
 		cJSON_Delete(o);

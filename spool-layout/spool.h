@@ -31,6 +31,7 @@
  *   store.h     records in the spool: load, find, put, reject
  *   ctl.h       control requests
  *   nodestat.h  nodes/: what the daemon last saw of each node
+ *   drain.h     drain/: the nodes taken out of service
  *   batch.h     many atomic writes at once
  *   view.h      what status shows of a job
  *   index.h     queued.idx, status's cache of queued/
@@ -58,6 +59,7 @@
 #include "store.h"
 #include "ctl.h"
 #include "nodestat.h"
+#include "drain.h"
 #include "batch.h"
 #include "view.h"
 #include "index.h"

@@ -511,7 +511,7 @@ void reconcile_done(struct daemon *d, size_t node, int status)
 /* nodes/NAME.json, for `status` (LAYOUT.md §1). */
 static void node_record(struct daemon *d, struct node *n)
 {
-	struct node_status ns = { (char *)n->conf->name, n->reachable, n->error, now_ms() };
+	struct node_status ns = { (char *)n->conf->name, n->reachable, n->error, now_ms(), 0 };
 	struct cb_err err = { 0 };
 
 	if (spool_node_put(&d->sp, &ns, &err) < 0) {
@@ -613,9 +613,38 @@ void pause_answered(struct daemon *d, struct rent *e, int status)
 	if (status != 0) {
 		logmsg("job %lld: pause: the worker said %d: %.*s", e->id, status,
 		       (int)strcspn(err->s ? err->s : "", "\n"), err->s ? err->s : "");
+		free(e->yield_why);     /* a yield is asked again */
+		e->yield_why = NULL;
 		return;
 	}
-	job_step(d, e->id, EV_PAUSE_ASKED, &(struct ev_arg){ .aid = e->aid });
+	job_step(d, e->id, EV_PAUSE_ASKED, &(struct ev_arg){ .aid = e->aid, .why = e->yield_why });
+}
+
+int yield_ask(struct daemon *d, struct rent *e, const char *why, const char *word)
+{
+	char grace[24], *fail;
+	int r;
+
+	if (e->yield_why || e->pause.pid > 0 || !e->resumable || e->launching)
+		return 0;
+	snprintf(grace, sizeof grace, "%lld", e->grace);
+	if (!(fail = xasprintf("%s: no checkpoint within %lld s", word, e->grace)) ||
+	    !(e->yield_why = strdup(why))) {
+		free(fail);
+		return -1;
+	}
+	r = acall_start(d, &d->nodes[e->node], &e->pause,
+			(const char *const[]){ "pause", "--grace", grace, "--why", why, "--fail", fail,
+					       e->aid, NULL }, NODE_QUERY_MS);
+	free(fail);
+	if (r < 0) {
+		free(e->yield_why);
+		e->yield_why = NULL;
+		return -1;
+	}
+	logmsg("job %lld: %s: asked to checkpoint within %lld s", e->id, why, e->grace);
+	CRASH_POINT("yield: node asked", NULL);
+	return 1;
 }
 
 /* promote's priority: ARG, or above everything else queued. */

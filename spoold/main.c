@@ -454,29 +454,39 @@ static void ensure_keys(struct daemon *d, const char *all)
 
 /* ---- inotify ----------------------------------------------------------- */
 
-static int ino_setup(struct daemon *d, int *wd_new, int *wd_ctl)
+/* The watches of new/, ctl/ and drain/ (made when missing). */
+static int ino_setup(struct daemon *d, int *wd_new, int *wd_ctl, int *wd_drain)
 {
-	int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	char *pn, *pc;
+	struct cb_err err = { 0 };
+	int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC), dfd = spool_subdir(&d->sp, "drain", &err);
+	char *pn, *pc, *pd;
 
+	if (dfd >= 0)
+		close(dfd);
+	cb_err_free(&err);
 	if (fd < 0)
 		return -1;
 	pn = xasprintf("%s/new", d->sp.path);
 	pc = xasprintf("%s/ctl", d->sp.path);
-	if (!pn || !pc ||
+	pd = xasprintf("%s/drain", d->sp.path);
+	if (!pn || !pc || !pd ||
 	    (*wd_new = inotify_add_watch(fd, pn, IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE |
 					 IN_ONLYDIR | IN_DONT_FOLLOW)) < 0 ||
-	    (*wd_ctl = inotify_add_watch(fd, pc, IN_MOVED_TO | IN_CLOSE_WRITE | IN_ONLYDIR | IN_DONT_FOLLOW)) < 0) {
+	    (*wd_ctl = inotify_add_watch(fd, pc, IN_MOVED_TO | IN_CLOSE_WRITE | IN_ONLYDIR | IN_DONT_FOLLOW)) < 0 ||
+	    (*wd_drain = inotify_add_watch(fd, pd, IN_MOVED_TO | IN_MOVED_FROM | IN_CLOSE_WRITE |
+					   IN_DELETE | IN_ONLYDIR | IN_DONT_FOLLOW)) < 0) {
 		int saved = errno;
 
 		close(fd);
 		free(pn);
 		free(pc);
+		free(pd);
 		errno = saved;
 		return -1;
 	}
 	free(pn);
 	free(pc);
+	free(pd);
 	return fd;
 }
 
@@ -495,13 +505,13 @@ static int created_regular(struct daemon *d, const char *name)
  * but never after a request that came later: a `cancel` right after a
  * `submit` finds its job.
  */
-static void ino_read(struct daemon *d, int fd, int wd_new, int wd_ctl)
+static void ino_read(struct daemon *d, int fd, int wd_new, int wd_ctl, int wd_drain)
 {
 	char buf[65536] __attribute__((aligned(__alignof__(struct inotify_event))));
 	char *pend[ACCEPT_BATCH];
 	size_t np = 0;
 	ssize_t len;
-	int rescan = 0;
+	int rescan = 0, drain = 0;
 
 	while ((len = read(fd, buf, sizeof buf)) > 0) {
 		for (char *p = buf; p < buf + len;) {
@@ -524,16 +534,20 @@ static void ino_read(struct daemon *d, int fd, int wd_new, int wd_ctl)
 				accept_new(d, pend, np);
 				np = 0;
 				apply_ctl(d, ev->name);
+			} else if (ev->wd == wd_drain) {
+				drain = 1;
 			}
 		}
 		accept_new(d, pend, np);        /* before buf is read over */
 		np = 0;
 	}
 	if (rescan) {
-		logmsg("inotify queue overflowed; re-reading new/ and ctl/");
+		logmsg("inotify queue overflowed; re-reading new/, ctl/ and drain/");
 		scan_dir(d, SD_NEW);
 		scan_dir(d, SD_CTL);
 	}
+	if (drain || rescan)
+		drain_read(d);
 }
 
 /* ---- main ---------------------------------------------------------------- */
@@ -750,7 +764,7 @@ int main(int argc, char **argv)
 	struct cb_err err = { 0 };
 	const char *config = NULL, *pubkey = NULL;
 	sigset_t mask;
-	int c, ino, sigfd, wd_new = -1, wd_ctl = -1, quit = 0;
+	int c, ino, sigfd, wd_new = -1, wd_ctl = -1, wd_drain = -1, quit = 0;
 
 	/* Signals first: a SIGTERM at any instant from now on is a clean
 	 * stop (exit 0), never the default action. */
@@ -797,7 +811,7 @@ int main(int argc, char **argv)
 		return EX_OSERR_;
 	}
 	/* Watch before scanning, so that nothing falls between the two. */
-	if ((ino = ino_setup(&d, &wd_new, &wd_ctl)) < 0) {
+	if ((ino = ino_setup(&d, &wd_new, &wd_ctl, &wd_drain)) < 0) {
 		logmsg("inotify on %s: %s", d.sp.path, strerror(errno));
 		return EX_OSERR_;
 	}
@@ -811,6 +825,7 @@ int main(int argc, char **argv)
 	scan_dir(&d, SD_INCOMING);
 	scan_dir(&d, SD_NEW);
 	scan_dir(&d, SD_CTL);
+	drain_read(&d);
 	reconcile_all(&d);
 	/* Hear every node about its running attempts before launching. */
 	if (calls_wait(&d, sigfd) || on_signal(&d, sigfd))
@@ -860,7 +875,7 @@ int main(int argc, char **argv)
 		if (ps.p[1].revents)
 			quit = on_signal(&d, sigfd);
 		if (ps.p[0].revents)
-			ino_read(&d, ino, wd_new, wd_ctl);
+			ino_read(&d, ino, wd_new, wd_ctl, wd_drain);
 		links_events(&d, &ps, 2);
 		hooks_events(&d, &ps, 2);
 	}

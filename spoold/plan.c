@@ -37,6 +37,12 @@ static int may_use(const struct plan_job *j, const struct plan_node *n)
 	return !j->node || !strcmp(j->node, n->conf->name);
 }
 
+/* May anything be placed on N now (plan.h)? */
+static int open_node(const struct plan_node *n)
+{
+	return n->reachable && !n->drained;
+}
+
 /* Is card slot I of node K free (plan.h)? */
 static int free_card(const struct pass *p, size_t k, size_t i)
 {
@@ -128,7 +134,7 @@ static void hold(struct pass *p, size_t j)
 		const struct plan_node *n = &p->in->nodes[k];
 		size_t nfree;
 
-		if (!may_use(job, n) || !usable(n))
+		if (!may_use(job, n) || !usable(n) || n->drained)
 			continue;
 		if (job->ngpus) {
 			for (size_t i = 0; i < job->ngpus; i++) {
@@ -268,7 +274,7 @@ static size_t node_for(const struct pass *p, const struct plan_job *j)
 	for (k = 0; k < p->in->nnodes; k++) {
 		const struct plan_node *n = &p->in->nodes[k];
 
-		if (!may_use(j, n) || !n->reachable)
+		if (!may_use(j, n) || !open_node(n))
 			continue;
 		if (j->need == 0 || (usable(n) && fits(p, j, k, p->out->cards + p->out->ncards)))
 			break;
@@ -319,7 +325,7 @@ int plan(const struct plan_in *in, long long now, struct plan_out *out)
 		p.running[g] = in->groups[g].running;
 	for (size_t k = 0, b = 0; k < in->nnodes; b += in->nodes[k++].ngpus) {
 		p.base[k] = b;
-		if (in->nodes[k].reachable && usable(&in->nodes[k]))
+		if (open_node(&in->nodes[k]) && usable(&in->nodes[k]))
 			nfree += free_cards(&p, k, NULL);
 	}
 	for (size_t j = 0; j < in->njobs; j++) {

@@ -22,7 +22,8 @@
  *     due), nor a job of an array whose limit is reached: as many of
  *     its jobs run as its `max_running`, counting those this pass
  *     places.
- *   - A job may use every node, or only the one it names (`node`).
+ *   - A job may use every node, or only the one it names (`node`);
+ *     never a drained one (nothing is placed there, nothing held).
  *   - A node is usable for GPU jobs when its snapshot is known and
  *     fresh, or in the pass right after a handoff (fresh or not).
  *   - A free card is eligible (the node's `gpus:` list, gpu_eligible),
@@ -71,6 +72,7 @@ struct plan_node {
 				   less than GPU_POLL_MS ago, nothing doubtful since */
 	int handoff;            /* an attempt there has just ended: its cards
 				   are marked free in GPUS (sched.c cards_freed) */
+	int drained;            /* nothing new is placed here (drain.h) */
 };
 
 struct plan_job {

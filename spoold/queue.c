@@ -236,6 +236,9 @@ int r_add(struct daemon *d, const struct job *j, const char *aid, size_t node, i
 		return -1;
 	e->id = j->id;
 	e->group = j->max_running ? j->array_id : 0;
+	e->resumable = j->def.resume_command != NULL;
+	e->grace = j->def.checkpoint_grace_seconds;
+	e->yield_why = NULL;
 	e->node = node;
 	e->launching = launching;
 	e->asked = 0;
@@ -251,6 +254,7 @@ int r_add(struct daemon *d, const struct job *j, const char *aid, size_t node, i
 void r_remove(struct daemon *d, struct rent *e)
 {
 	free(e->cancel);
+	free(e->yield_why);
 	free(e->aid);
 	*e = d->r[--d->nr];
 }

@@ -244,7 +244,8 @@ static struct plan_in plan_input(const struct daemon *d, struct plan_job *jobs,
 
 		nodes[k] = (struct plan_node){ .conf = n->conf, .gpus = n->gpus, .ngpus = n->ngpus,
 					       .reachable = n->reachable, .known = n->known,
-					       .fresh = is_fresh(n), .handoff = n->handoff };
+					       .fresh = is_fresh(n), .handoff = n->handoff,
+					       .drained = n->drained };
 	}
 	return (struct plan_in){ .jobs = jobs, .njobs = d->nq, .nodes = nodes, .nnodes = d->nnodes,
 				 .groups = groups, .ngroups = ngroups,
@@ -298,6 +299,46 @@ static void launch_all(struct daemon *d, const struct plan_in *in, const struct 
 	}
 }
 
+void drain_read(struct daemon *d)
+{
+	for (size_t k = 0; k < d->nnodes; k++) {
+		struct node *n = &d->nodes[k];
+		struct cb_err err = { 0 };
+		int ck, r = spool_drain_get(&d->sp, n->conf->name, &ck, &err);
+
+		if (r < 0) {
+			logmsg("%s", err.msg ? err.msg : "drain: out of memory");
+			cb_err_free(&err);
+			continue;
+		}
+		if (r == n->drained && (!r || ck == n->drain_ck))
+			continue;
+		logmsg(r ? "node %s drained%s" : "node %s undrained", n->conf->name,
+		       ck ? " (its resumable jobs checkpoint)" : "");
+		n->drained = r;
+		n->drain_ck = r && ck;
+		d->dirty = 1;
+	}
+}
+
+/* The resumable jobs running on a node drained with --checkpoint are
+ * asked to yield (once each). */
+static void drain_yields(struct daemon *d)
+{
+	for (size_t i = 0; i < d->nr; i++) {
+		struct rent *e = &d->r[i];
+		const struct node *n = &d->nodes[e->node];
+		char *why;
+
+		if (!n->drain_ck || e->yield_why || !e->resumable)
+			continue;
+		if (!(why = xasprintf("node %s drained", n->conf->name)) ||
+		    yield_ask(d, e, why, "drained") < 0)
+			logmsg("job %lld: drain: out of memory", e->id);
+		free(why);
+	}
+}
+
 int schedule(struct daemon *d)
 {
 	struct plan_job *jobs = NULL;
@@ -312,6 +353,7 @@ int schedule(struct daemon *d)
 
 	d->dirty = 0;
 	d->next_begin = 0;
+	drain_yields(d);
 	/* Before the queue is read: it may cancel jobs (and make another
 	 * pass due for their dependants). */
 	deps_pass(d);

@@ -94,6 +94,8 @@ struct node {
 	long long watch_retry_at;       /* down: start again then (0: not) */
 	long long watch_backoff;
 	int known;                      /* a GPU query has answered: gpus is its picture */
+	int drained, drain_ck;          /* SPOOL/drain/NAME (drain.h): nothing new here;
+					   its resumable jobs yield */
 };
 
 /* A queued job, as much as scheduling needs. */
@@ -120,6 +122,10 @@ struct qent {
 struct rent {
 	long long id;
 	long long group;                /* its array's first ID, when the array has a limit */
+	int resumable;                  /* it has a resume_command */
+	long long grace;                /* its checkpoint_grace_seconds */
+	char *yield_why;                /* asked to yield its cards (a drain, a preemption):
+					   the reason, or NULL */
 	char *aid;                      /* its current attempt */
 	size_t node;                    /* index into d->nodes */
 	int launching;                  /* launch not yet confirmed */
@@ -230,6 +236,16 @@ int launch(struct daemon *d, struct qent *e, size_t node, const int *gpus, size_
 /* The node's answer to E's launch (a stream reply, or the worker's exit). */
 int launch_answered(struct daemon *d, struct rent *e, struct node_reply *rep);
 void pause_answered(struct daemon *d, struct rent *e, int status);
+/* Ask running job E to give its cards back (a drain, a preemption: a
+ * yield): the worker's pause --grace, so that it checkpoints within its
+ * checkpoint_grace_seconds and is re-queued on its node, or ends failed
+ * "WORD: no checkpoint within N s".  WHY is its reason meanwhile.
+ * Once per attempt (and daemon run; the worker keeps the first
+ * request); not for a job that is not resumable, or still launching.
+ * 1 asked, 0 not, -1 out of memory. */
+int yield_ask(struct daemon *d, struct rent *e, const char *why, const char *word);
+/* sched.c: SPOOL/drain/ read again (drain.h): which nodes are drained. */
+void drain_read(struct daemon *d);
 int apply_attempt(struct daemon *d, struct rent *e, const struct wire_rec *w);
 int reconcile_node(struct daemon *d, size_t node);
 void reconcile_done(struct daemon *d, size_t node, int status);

@@ -269,10 +269,9 @@ static int edit_lost(struct job *j, const struct ev_arg *e, long long now)
 
 static int edit_pause_asked(struct job *j, const struct ev_arg *e, long long now)
 {
-	(void)e;
 	(void)now;
 	job_last_attempt(j)->state = AS_PAUSING;
-	return set_reason(j, strdup("pause requested"));
+	return set_reason(j, strdup(e->why ? e->why : "pause requested"));
 }
 
 /* A job that never ran (queued) or no longer runs (paused). */
