@@ -811,7 +811,7 @@ assert isinstance(far["error"], str) and far["error"]
 
 @test "man pages: SYNOPSIS matches each tool's usage line; mandoc -Tlint is clean" {
 	command -v mandoc >/dev/null || skip "mandoc not installed"
-	for t in submit status logs promote pause resume cancel wait gpus bootstrap spoold; do
+	for t in submit status logs promote pause resume cancel wait drain undrain gpus bootstrap spoold; do
 		page=$CB_TOP/man/cardbaton-$t.1
 		[ -f "$page" ]
 		syn=$(mandoc -Tascii "$page" | sed $'s/.\b//g' | sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' |
