@@ -213,6 +213,29 @@ static int parse_node(const struct yx_ctx *c, const struct yx_node *k,
 	return 0;
 }
 
+/* preemption: {enabled: BOOL, min_runtime_seconds: S}. */
+static int parse_preemption(const struct yx_ctx *c, const struct yx_node *v,
+			    const struct yx_path *p, struct config *cf)
+{
+	if (yx_map(c, v, p))
+		return -1;
+	for (size_t i = 0; i < v->n; i += 2) {
+		const struct yx_node *k = &v->kids[i], *x = &v->kids[i + 1];
+		struct yx_path kp = { p, k->s, -1 };
+		int r;
+
+		if (!strcmp(k->s, "enabled"))
+			r = yx_bool(c, x, &kp, &cf->preempt);
+		else if (!strcmp(k->s, "min_runtime_seconds"))
+			r = yx_int(c, x, &kp, 0, TIMEOUT_MAX, &cf->preempt_min_runtime);
+		else
+			r = yx_fail(c, k, &kp, "unknown key");
+		if (r)
+			return -1;
+	}
+	return 0;
+}
+
 static int parse_nodes(const struct yx_ctx *c, const struct yx_node *v,
 		       const struct yx_path *p, struct config *cf)
 {
@@ -241,6 +264,7 @@ static int set_defaults(struct config *c)
 {
 	memset(c, 0, sizeof *c);
 	c->reserve_after_seconds = DEFAULT_RESERVE_AFTER;
+	c->preempt_min_runtime = DEFAULT_MIN_RUNTIME;
 	if (!(c->remote_state_dir = strdup(DEFAULT_REMOTE_STATE_DIR)) ||
 	    !(c->ssh_command = calloc(1, sizeof *c->ssh_command)) ||
 	    !(c->ssh_command[0] = strdup("ssh")))
@@ -291,6 +315,8 @@ int config_parse(const char *buf, size_t len, const char *fname,
 			r = set_argv(&c, v, &p, MAX_HOOK_ARGS, &cf->on_finish, &cf->non_finish);
 		} else if (!strcmp(k->s, "reserve_after_seconds")) {
 			r = yx_int(&c, v, &p, 0, TIMEOUT_MAX, &cf->reserve_after_seconds);
+		} else if (!strcmp(k->s, "preemption")) {
+			r = parse_preemption(&c, v, &p, cf);
 		} else if (!strcmp(k->s, "nodes")) {
 			r = parse_nodes(&c, v, &p, cf);
 			have_nodes = 1;

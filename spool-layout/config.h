@@ -11,6 +11,7 @@
 
 #define DEFAULT_IDLE_MIB 64
 #define DEFAULT_RESERVE_AFTER 300
+#define DEFAULT_MIN_RUNTIME 300         /* preemption: min_runtime_seconds */
 #define DEFAULT_REMOTE_STATE_DIR "~/.local/state/sshgpu-queue"
 #define MAX_HOOK_ARGS 4096      /* on_finish: at most this many strings */
 
@@ -34,6 +35,9 @@ struct config {
 	char **ssh_command;     /* argv prefix; default {"ssh"} */
 	size_t nssh_command;
 	long long reserve_after_seconds;
+	/* preemption: {enabled, min_runtime_seconds} (SPEC §7): off by default */
+	int preempt;
+	long long preempt_min_runtime;  /* default DEFAULT_MIN_RUNTIME */
 	char **on_finish;       /* the hook run for every job that ends, or NULL */
 	size_t non_finish;
 	struct node_conf *nodes;

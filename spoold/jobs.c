@@ -187,6 +187,7 @@ static void follow(struct daemon *d, struct job *j, enum job_state from, enum jo
 	if (re && node_ev(ev)) {
 		re->launching = 0;
 		re->heard_at = mono_now();
+		re->started = j->started;
 	}
 	if (ev == EV_PROMOTE && qe)
 		logmsg("job %lld: priority %lld -> %lld", j->id, qe->prio, j->priority);

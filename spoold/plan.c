@@ -14,6 +14,10 @@ struct pass {
 	const struct plan_in *in;
 	struct plan_out *out;
 	long long *running;     /* per group: running, and placed by this pass */
+	long long now;
+	unsigned char *victim;  /* per run: chosen by a preemption of this pass */
+	unsigned char *freed;   /* per card of one node: leased by a victim */
+	int *scratch;           /* cards fits() writes for a preemption */
 	unsigned char *card;    /* node K's cards are card[base[K]...] */
 	size_t *base;
 	size_t ncards;          /* all cards: the most one pass can place */
@@ -43,13 +47,22 @@ static int open_node(const struct plan_node *n)
 	return n->reachable && !n->drained;
 }
 
-/* Is card slot I of node K free (plan.h)? */
+/* The job card INDEX of node K is kept for, or 0. */
+static long long kept_for(const struct pass *p, size_t k, int index)
+{
+	for (size_t r = 0; r < p->in->nresv; r++)
+		if (p->in->resv[r].node == k && p->in->resv[r].index == index)
+			return p->in->resv[r].job;
+	return 0;
+}
+
+/* Is card slot I of node K free (plan.h), for any job? */
 static int free_card(const struct pass *p, size_t k, size_t i)
 {
 	const struct plan_node *n = &p->in->nodes[k];
 
 	return gpu_eligible(n->conf, n->gpus[i].index) && gpu_idle(&n->gpus[i], n->conf->idle_mib) &&
-	       !p->card[p->base[k] + i];
+	       !p->card[p->base[k] + i] && !kept_for(p, k, n->gpus[i].index);
 }
 
 /* Is card G big enough for J (plan.h)? */
@@ -69,8 +82,25 @@ static size_t free_cards(const struct pass *p, size_t k, const struct plan_job *
 	return c;
 }
 
-/* J's cards on node K, written to OUT (indices); 1 when they are free. */
-static int fits(const struct pass *p, const struct plan_job *j, size_t k, int *out)
+/* May J have card slot I of node K: eligible, big enough, neither
+ * taken nor held in this pass, kept for nobody else, and idle -- or,
+ * with FREED (a preemption's look), leased by one of its victims? */
+static int free_for(const struct pass *p, const struct plan_job *j, size_t k, size_t i,
+		    const unsigned char *freed)
+{
+	const struct plan_node *n = &p->in->nodes[k];
+	const struct gpu_info *g = &n->gpus[i];
+	long long kept = kept_for(p, k, g->index);
+
+	return gpu_eligible(n->conf, g->index) && !p->card[p->base[k] + i] && big_enough(j, g) &&
+	       (!kept || kept == j->id) &&
+	       (gpu_idle(g, n->conf->idle_mib) || (freed && freed[i]));
+}
+
+/* J's cards on node K, written to OUT (indices); 1 when they are free
+ * (FREED: as free_for). */
+static int fits(const struct pass *p, const struct plan_job *j, size_t k, int *out,
+		const unsigned char *freed)
 {
 	const struct plan_node *n = &p->in->nodes[k];
 	size_t got = 0;
@@ -83,14 +113,14 @@ static int fits(const struct pass *p, const struct plan_job *j, size_t k, int *o
 		for (size_t i = 0; i < j->ngpus; i++) {
 			long s = plan_slot(n->gpus, n->ngpus, j->gpus[i]);
 
-			if (s < 0 || !free_card(p, k, (size_t)s) || !big_enough(j, &n->gpus[s]))
+			if (s < 0 || !free_for(p, j, k, (size_t)s, freed))
 				return 0;
 			out[i] = j->gpus[i];
 		}
 		return 1;
 	}
 	for (size_t i = 0; i < n->ngpus && got < (size_t)j->need; i++)
-		if (free_card(p, k, i) && big_enough(j, &n->gpus[i]))
+		if (free_for(p, j, k, i, freed))
 			out[got++] = n->gpus[i].index;
 	return got == (size_t)j->need;
 }
@@ -276,10 +306,124 @@ static size_t node_for(const struct pass *p, const struct plan_job *j)
 
 		if (!may_use(j, n) || !open_node(n))
 			continue;
-		if (j->need == 0 || (usable(n) && fits(p, j, k, p->out->cards + p->out->ncards)))
+		if (j->need == 0 || (usable(n) && fits(p, j, k, p->out->cards + p->out->ncards, NULL)))
 			break;
 	}
 	return k;
+}
+
+/* ---- preemption ------------------------------------------------------------ */
+
+#define VICTIMS_MAX 16          /* candidates weighed per node (the first, in order) */
+
+/* Victims in the order they are given up: lowest priority, then the
+ * latest started.  ARG: the runs. */
+static int victim_cmp(const void *pa, const void *pb, void *arg)
+{
+	const struct plan_run *runs = arg;
+	const struct plan_run *a = &runs[*(const size_t *)pa], *b = &runs[*(const size_t *)pb];
+
+	if (a->prio != b->prio)
+		return a->prio < b->prio ? -1 : 1;
+	return (a->started < b->started) - (a->started > b->started);
+}
+
+/* Does J fit on node K once the runs SET[0..M) have yielded?  Its
+ * cards then into p->scratch. */
+static int fits_without(struct pass *p, const struct plan_job *j, size_t k, const size_t *set,
+			size_t m)
+{
+	const struct plan_node *n = &p->in->nodes[k];
+
+	for (size_t i = 0; i < n->ngpus; i++) {
+		p->freed[i] = 0;
+		for (size_t v = 0; v < m && n->gpus[i].lease; v++)
+			p->freed[i] |= !strcmp(n->gpus[i].lease, p->in->runs[set[v]].aid);
+	}
+	return fits(p, j, k, p->scratch, p->freed);
+}
+
+/* The first M-subset of CAND[0..NC), in order, that makes J fit on K,
+ * into PICK; 1 when there is one. */
+static int first_subset(struct pass *p, const struct plan_job *j, size_t k, const size_t *cand,
+			size_t nc, size_t m, size_t *pick)
+{
+	size_t at[VICTIMS_MAX];
+
+	for (size_t i = 0; i < m; i++)
+		at[i] = i;
+	for (;;) {
+		size_t i;
+
+		for (i = 0; i < m; i++)
+			pick[i] = cand[at[i]];
+		if (fits_without(p, j, k, pick, m))
+			return 1;
+		/* The next combination, in lexicographic order. */
+		i = m;
+		while (i > 0 && at[i - 1] == nc - m + i - 1)
+			i--;
+		if (i == 0)
+			return 0;
+		at[i - 1]++;
+		for (size_t q = i; q < m; q++)
+			at[q] = at[q - 1] + 1;
+	}
+}
+
+/* Job J is not placed: may it preempt (plan.h)?  Its preemption into
+ * OUT, its cards held for it. */
+static void preempt(struct pass *p, size_t j)
+{
+	const struct plan_in *in = p->in;
+	const struct plan_job *job = &in->jobs[j];
+	struct plan_out *o = p->out;
+	size_t best_k = in->nnodes, best_m = VICTIMS_MAX + 1, best[VICTIMS_MAX], pick[VICTIMS_MAX];
+
+	for (size_t r = 0; r < in->nresv; r++)
+		if (in->resv[r].job == job->id)
+			return;         /* it has cards coming: no more victims */
+	for (size_t k = 0; k < in->nnodes; k++) {
+		const struct plan_node *n = &in->nodes[k];
+		size_t cand[VICTIMS_MAX], nc = 0;
+
+		if (!may_use(job, n) || !open_node(n) || !usable(n))
+			continue;
+		for (size_t r = 0; r < in->nruns && nc < VICTIMS_MAX; r++) {
+			const struct plan_run *v = &in->runs[r];
+
+			if (v->node == k && v->resumable && !v->yielding && !p->victim[r] &&
+			    v->prio < job->prio && v->started &&
+			    p->now - v->started >= in->min_runtime_seconds * 1000)
+				cand[nc++] = r;
+		}
+		qsort_r(cand, nc, sizeof *cand, victim_cmp, (void *)in->runs);
+		for (size_t m = 1; m <= nc && m < best_m; m++)
+			if (first_subset(p, job, k, cand, nc, m, pick)) {
+				best_k = k;
+				best_m = m;
+				memcpy(best, pick, m * sizeof *pick);
+				break;
+			}
+	}
+	if (best_k == in->nnodes)
+		return;
+	fits_without(p, job, best_k, best, best_m);
+	o->preempt[o->npreempt++] = (struct plan_preempt){
+		.job = j, .node = best_k, .victims = o->victims + o->nvictims, .nvictims = best_m,
+		.cards = o->pcards + o->npcards, .ncards = (size_t)job->need,
+	};
+	for (size_t v = 0; v < best_m; v++) {
+		p->victim[best[v]] = 1;
+		o->victims[o->nvictims++] = best[v];
+	}
+	for (size_t c = 0; c < (size_t)job->need; c++) {
+		long s = plan_slot(in->nodes[best_k].gpus, in->nodes[best_k].ngpus, p->scratch[c]);
+
+		o->pcards[o->npcards++] = p->scratch[c];
+		if (s >= 0)
+			hold_card(p, j, best_k, (size_t)s);
+	}
 }
 
 /* May J be placed at NOW: not held, its begin come, its array below
@@ -301,25 +445,35 @@ static int eligible(const struct pass *p, const struct plan_job *j, long long no
 
 int plan(const struct plan_in *in, long long now, struct plan_out *out)
 {
-	struct pass p = { .in = in, .out = out };
+	struct pass p = { .in = in, .out = out, .now = now };
+	size_t maxg = 0;
 	long long starve = in->reserve_after_seconds * 1000;
 	size_t nfree = 0, ncpu = 0;
 
 	memset(out, 0, sizeof *out);
-	for (size_t k = 0; k < in->nnodes; k++)
+	for (size_t k = 0; k < in->nnodes; k++) {
 		p.ncards += in->nodes[k].ngpus;
+		if (in->nodes[k].ngpus > maxg)
+			maxg = in->nodes[k].ngpus;
+	}
 	for (size_t j = 0; j < in->njobs; j++)
 		ncpu += in->jobs[j].need == 0 && !in->jobs[j].held && !in->jobs[j].blocked &&
 			in->jobs[j].begin <= now;
 	p.card = calloc(p.ncards + 1, 1);
 	p.base = malloc((in->nnodes + 1) * sizeof *p.base);
 	p.running = malloc((in->ngroups + 1) * sizeof *p.running);
+	p.victim = calloc(in->nruns + 1, 1);
+	p.freed = malloc(maxg + 1);
+	p.scratch = malloc((p.ncards + 1) * sizeof *p.scratch);
+	out->preempt = malloc((in->njobs + 1) * sizeof *out->preempt);
+	out->victims = malloc((in->nruns + 1) * sizeof *out->victims);
+	out->pcards = malloc((p.ncards + 1) * sizeof *out->pcards);
 	out->cards = malloc((p.ncards + 1) * sizeof *out->cards);
 	out->hold = malloc((p.ncards + 1) * sizeof *out->hold);
 	out->place = malloc((in->njobs + 1) * sizeof *out->place);
 	out->why = malloc((in->njobs + 1) * sizeof *out->why);
-	if (!p.card || !p.base || !p.running || !out->cards || !out->hold || !out->place ||
-	    !out->why)
+	if (!p.card || !p.base || !p.running || !p.victim || !p.freed || !p.scratch || !out->cards ||
+	    !out->hold || !out->place || !out->why || !out->preempt || !out->victims || !out->pcards)
 		goto oom;
 	for (size_t g = 0; g < in->ngroups; g++)
 		p.running[g] = in->groups[g].running;
@@ -337,7 +491,7 @@ int plan(const struct plan_in *in, long long now, struct plan_out *out)
 			continue;
 		/* No free card and no CPU job left: nothing more can be
 		 * placed, and the pass costs the work, not the queue. */
-		if (!nfree && !ncpu) {
+		if (!nfree && !ncpu && !in->preempt) {
 			out->waiting = 1;
 			break;
 		}
@@ -358,19 +512,34 @@ int plan(const struct plan_in *in, long long now, struct plan_out *out)
 		if (never_fits(in, job, &why) < 0)
 			goto oom;
 		/* A job no node can ever take holds nothing: it says why. */
-		if (why)
+		if (why) {
 			out->why[out->nwhy++] = (struct plan_why){ .job = j, .text = why };
-		else if (now - job->queued_at >= starve)
+			continue;
+		}
+		if (in->preempt) {
+			size_t before = out->npreempt;
+
+			preempt(&p, j);
+			if (out->npreempt > before)
+				continue;
+		}
+		if (now - job->queued_at >= starve)
 			hold(&p, j);
 	}
 	free(p.card);
 	free(p.base);
 	free(p.running);
+	free(p.victim);
+	free(p.freed);
+	free(p.scratch);
 	return 0;
 oom:
 	free(p.card);
 	free(p.base);
 	free(p.running);
+	free(p.victim);
+	free(p.freed);
+	free(p.scratch);
 	plan_free(out);
 	return -1;
 }
@@ -396,6 +565,9 @@ void plan_free(struct plan_out *out)
 	for (size_t i = 0; i < out->nwhy; i++)
 		free(out->why[i].text);
 	free(out->place);
+	free(out->preempt);
+	free(out->victims);
+	free(out->pcards);
 	free(out->why);
 	free(out->hold);
 	free(out->cards);

@@ -50,6 +50,19 @@
  *     it may use, or every card of the usable node it may use with the
  *     most free cards (the first such); later jobs are not placed on
  *     held cards, so they collect until it fits (no starvation).
+ *   - A card kept for a job (`resv`) is free for that job only.
+ *   - Preemption (`preempt`): a GPU job that is not placed, keeps no
+ *     card yet, and is not held back as above, may preempt jobs running
+ *     on one node it may use: resumable, of strictly lower priority,
+ *     running for min_runtime_seconds at least, not yielding already,
+ *     not chosen by an earlier job of this pass.  Only when the job
+ *     then fits there (its cards free but for the victims' leases,
+ *     everything else counted as for a placement): the fewest victims
+ *     that make it fit, on the node where they are fewest (config
+ *     order among equals); among sets of one size, the first in the
+ *     order lowest priority, then latest started (least work lost).
+ *     Its cards are then held for it in the pass (and kept by the
+ *     daemon: `resv`).  Otherwise nobody is preempted.
  *   - When no free card is left (counted at the start on the reachable
  *     usable nodes, less the cards placed; held cards still count) and
  *     no CPU job is left to consider, the pass stops: `waiting`.
@@ -77,6 +90,7 @@ struct plan_node {
 
 struct plan_job {
 	long long id;
+	long long prio;         /* its priority (preemption: only of lower ones) */
 	long long need;         /* cards; 0: a CPU job */
 	long long mem;          /* MiB: only cards with this much memory in all (0: any) */
 	long long queued_at;    /* wall ms */
@@ -96,9 +110,34 @@ struct plan_group {
 	long long max, running;
 };
 
+/* A job running (launching, running, pausing) on a node, as preemption
+ * sees it: its cards are those of the node's snapshot leased by AID. */
+struct plan_run {
+	long long id;
+	size_t node;
+	const char *aid;
+	long long prio;
+	long long started;      /* wall ms (0: not yet) */
+	int resumable;          /* it has a resume_command */
+	int yielding;           /* asked to give its cards back already */
+};
+
+/* Card INDEX of NODE is kept for job JOB (a preemption freed it). */
+struct plan_resv {
+	size_t node;
+	int index;
+	long long job;
+};
+
 struct plan_in {
 	const struct plan_job *jobs;    /* dispatch order */
 	size_t njobs;
+	const struct plan_run *runs;
+	size_t nruns;
+	const struct plan_resv *resv;
+	size_t nresv;
+	int preempt;                    /* config preemption.enabled */
+	long long min_runtime_seconds;  /* ... min_runtime_seconds */
 	const struct plan_node *nodes;  /* config order */
 	size_t nnodes;
 	const struct plan_group *groups;
@@ -126,9 +165,25 @@ struct plan_hold {
 	int index;
 };
 
+/* JOB preempts RUNS[VICTIMS[0..NVICTIMS)] on NODE: once they have
+ * yielded, CARDS (NCARDS indices) are its. */
+struct plan_preempt {
+	size_t job, node;
+	const size_t *victims;
+	size_t nvictims;
+	const int *cards;
+	size_t ncards;
+};
+
 struct plan_out {
 	struct plan_place *place;       /* in dispatch order */
 	size_t nplace;
+	struct plan_preempt *preempt;
+	size_t npreempt;
+	size_t *victims;                /* the preemptions' VICTIMS point here */
+	size_t nvictims;
+	int *pcards;                    /* ... and their CARDS here */
+	size_t npcards;
 	struct plan_why *why;
 	size_t nwhy;
 	struct plan_hold *hold;

@@ -237,6 +237,8 @@ int r_add(struct daemon *d, const struct job *j, const char *aid, size_t node, i
 	e->id = j->id;
 	e->group = j->max_running ? j->array_id : 0;
 	e->resumable = j->def.resume_command != NULL;
+	e->prio = j->priority;
+	e->started = launching ? 0 : j->started;
 	e->grace = j->def.checkpoint_grace_seconds;
 	e->yield_why = NULL;
 	e->node = node;

@@ -45,13 +45,14 @@ void query_start(struct daemon *d, struct node *n)
  * node's own word (cards_freed, the handoff), and a query would only
  * read the leases back.  A node not known yet, or not reachable, is
  * asked (the retry finds it back); so is one with a card free, busy
- * outside the queue, or leased by someone else.
+ * outside the queue, or leased by someone else.  With preemption on,
+ * every node is asked: a preemption is decided on a fresh snapshot.
  */
 static int wants_query(const struct daemon *d, const struct node *n)
 {
 	size_t len = strlen(d->sp.id);
 
-	if (!n->known || !n->reachable)
+	if (!n->known || !n->reachable || d->cfg.preempt)
 		return 1;
 	for (size_t i = 0; i < n->ngpus; i++) {
 		const char *l = n->gpus[i].lease;
@@ -220,18 +221,108 @@ static size_t plan_groups(const struct daemon *d, struct plan_job *jobs, long lo
 	return u;
 }
 
+/*
+ * The cards kept for preempting jobs (d->resv): those of a job no
+ * longer queued, or kept past their time, are let go.  Then into
+ * V[0..d->nresv) for the plan.
+ */
+static size_t plan_resv(struct daemon *d, struct plan_resv *v)
+{
+	size_t n = 0;
+	long long now = mono_now();
+
+	for (size_t i = 0; i < d->nresv; i++) {
+		const struct resv *r = &d->resv[i];
+
+		if (now >= r->until || !q_find(d, r->job))
+			continue;
+		d->resv[n] = *r;
+		v[n++] = (struct plan_resv){ .node = r->node, .index = r->index, .job = r->job };
+	}
+	return d->nresv = n;
+}
+
+/* The running jobs, for preemption, into V[0..d->nr). */
+static void plan_runs(const struct daemon *d, struct plan_run *v)
+{
+	for (size_t i = 0; i < d->nr; i++) {
+		const struct rent *e = &d->r[i];
+
+		v[i] = (struct plan_run){ .id = e->id, .node = e->node, .aid = e->aid, .prio = e->prio,
+					  .started = e->launching ? 0 : e->started,
+					  .resumable = e->resumable, .yielding = e->yield_why != NULL };
+	}
+}
+
+/* Job ID keeps CARDS of node K until its victims have yielded (their
+ * grace, and a margin). */
+static void keep_cards(struct daemon *d, long long id, size_t k, const int *cards, size_t n,
+		       long long grace)
+{
+	struct resv *v = realloc(d->resv, (d->nresv + n + 1) * sizeof *v);
+
+	if (!v) {
+		logmsg("job %lld: preemption: out of memory; its cards are not kept", id);
+		return;
+	}
+	d->resv = v;
+	for (size_t c = 0; c < n; c++)
+		d->resv[d->nresv++] = (struct resv){ .node = k, .index = cards[c], .job = id,
+						    .until = mono_now() + (grace + RESV_MARGIN_S) * 1000 };
+}
+
+/* What the plan preempts: each victim asked to yield, one log line. */
+static void preempt_all(struct daemon *d, const struct plan_in *in, const struct plan_out *out)
+{
+	for (size_t p = 0; p < out->npreempt; p++) {
+		const struct plan_preempt *x = &out->preempt[p];
+		long long id = in->jobs[x->job].id, grace = 0;
+		struct sbuf b = { 0 };
+		char *why = xasprintf("preempted by job %lld", id);
+
+		for (size_t v = 0; v < x->nvictims; v++) {
+			struct rent *e = r_find(d, in->runs[x->victims[v]].id);
+
+			if (!e || !why || yield_ask(d, e, why, "preempted") < 0)
+				logmsg("job %lld: preemption of job %lld: not asked", id,
+				       in->runs[x->victims[v]].id);
+			if (e && e->grace > grace)
+				grace = e->grace;
+			sbuf_addf(&b, "%s%lld", v ? ", " : "", in->runs[x->victims[v]].id);
+		}
+		logmsg("job %lld: preempting job%s %s on %s", id, x->nvictims == 1 ? "" : "s",
+		       b.s ? b.s : "?", in->nodes[x->node].conf->name);
+		keep_cards(d, id, x->node, x->cards, x->ncards, grace);
+		sbuf_free(&b);
+		free(why);
+	}
+}
+
+/* Job ID has been placed: what was kept for it is its no more. */
+static void cards_taken(struct daemon *d, long long id)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < d->nresv; i++)
+		if (d->resv[i].job != id)
+			d->resv[n++] = d->resv[i];
+	d->nresv = n;
+}
+
 /* The plan's input: the queue in dispatch order and the nodes as they
  * are now, in JOBS[d->nq] and NODES[d->nnodes]; the limited arrays in
- * IDS and GROUPS (plan_groups). */
-static struct plan_in plan_input(const struct daemon *d, struct plan_job *jobs,
-				 struct plan_node *nodes, long long *ids, struct plan_group *groups)
+ * IDS and GROUPS (plan_groups); for preemption the running jobs in RUNS
+ * and the kept cards in RESV. */
+static struct plan_in plan_input(struct daemon *d, struct plan_job *jobs,
+				 struct plan_node *nodes, long long *ids, struct plan_group *groups,
+				 struct plan_run *runs, struct plan_resv *resv)
 {
-	size_t ngroups;
+	size_t ngroups, nresv = plan_resv(d, resv);
 
 	for (size_t i = 0; i < d->nq; i++) {
 		const struct qent *e = d->q[i];
 
-		jobs[i] = (struct plan_job){ .id = e->id, .need = e->need, .mem = e->mem,
+		jobs[i] = (struct plan_job){ .id = e->id, .prio = e->prio, .need = e->need, .mem = e->mem,
 					     .queued_at = e->queued_at,
 					     .gpus = e->gpus, .ngpus = e->ngpus, .node = e->node,
 					     .never_noted = e->never_noted, .held = e->held,
@@ -247,8 +338,12 @@ static struct plan_in plan_input(const struct daemon *d, struct plan_job *jobs,
 					       .fresh = is_fresh(n), .handoff = n->handoff,
 					       .drained = n->drained };
 	}
+	plan_runs(d, runs);
 	return (struct plan_in){ .jobs = jobs, .njobs = d->nq, .nodes = nodes, .nnodes = d->nnodes,
 				 .groups = groups, .ngroups = ngroups,
+				 .runs = runs, .nruns = d->nr, .resv = resv, .nresv = nresv,
+				 .preempt = d->cfg.preempt,
+				 .min_runtime_seconds = d->cfg.preempt_min_runtime,
 				 .reserve_after_seconds = d->cfg.reserve_after_seconds };
 }
 
@@ -293,8 +388,10 @@ static void launch_all(struct daemon *d, const struct plan_in *in, const struct 
 			d->dirty = 1;
 			continue;
 		}
-		if (launch(d, e, pl->node, pl->cards, pl->ncards) == 0)
+		if (launch(d, e, pl->node, pl->cards, pl->ncards) == 0) {
 			leases_taken(n, pl->cards, pl->ncards, r_find(d, in->jobs[pl->job].id));
+			cards_taken(d, in->jobs[pl->job].id);
+		}
 		launched[pl->node] = 1;
 	}
 }
@@ -344,6 +441,8 @@ int schedule(struct daemon *d)
 	struct plan_job *jobs = NULL;
 	struct plan_node *nodes = NULL;
 	struct plan_group *groups = NULL;
+	struct plan_run *runs = NULL;
+	struct plan_resv *resv = NULL;
 	long long *ids = NULL;
 	unsigned char *launched = NULL;
 	struct plan_in in;
@@ -367,15 +466,18 @@ int schedule(struct daemon *d)
 	launched = calloc(d->nnodes, 1);
 	ids = malloc(d->nq * sizeof *ids);
 	groups = malloc(d->nq * sizeof *groups);
-	if (!jobs || !nodes || !launched || !ids || !groups)
+	runs = malloc((d->nr + 1) * sizeof *runs);
+	resv = malloc((d->nresv + 1) * sizeof *resv);
+	if (!jobs || !nodes || !launched || !ids || !groups || !runs || !resv)
 		goto out;
-	in = plan_input(d, jobs, nodes, ids, groups);
+	in = plan_input(d, jobs, nodes, ids, groups, runs, resv);
 	if (plan(&in, now, &out) < 0)
 		goto out;
 	/* Before any launch: d->q is still the plan's list of jobs. */
 	for (size_t w = 0; w < out.nwhy; w++)
 		note_waiting(d, d->q[out.why[w].job], out.why[w].text);
 	launch_all(d, &in, &out, launched);
+	preempt_all(d, &in, &out);
 	/* What was launched changes what the nodes report: they are asked
 	 * again (by the next pass with jobs to place) before anything more
 	 * is placed there, so a node gone since is found by a query, and a
@@ -413,5 +515,7 @@ out:
 	free(nodes);
 	free(ids);
 	free(groups);
+	free(runs);
+	free(resv);
 	return r;
 }

@@ -15,6 +15,7 @@
 /* Timers (ms).  Documented in AGENTS.md and cardbaton-spoold(1). */
 #define RECONCILE_MS 5000       /* ask each node about its running attempts */
 #define GPU_POLL_MS 2000        /* re-read GPUs while jobs wait for cards */
+#define RESV_MARGIN_S 30        /* preemption: cards kept past the victims' grace */
 #define BACKOFF_MIN_MS 1000     /* unreachable node: first retry */
 #define BACKOFF_MAX_MS 60000
 #define STALL_RETRY_MS 1000     /* spool not writable (full, read-only): probe again */
@@ -123,6 +124,7 @@ struct rent {
 	long long id;
 	long long group;                /* its array's first ID, when the array has a limit */
 	int resumable;                  /* it has a resume_command */
+	long long prio, started;        /* its priority; wall ms it started (0: not yet) */
 	long long grace;                /* its checkpoint_grace_seconds */
 	char *yield_why;                /* asked to yield its cards (a drain, a preemption):
 					   the reason, or NULL */
@@ -174,6 +176,14 @@ struct daemon {
 	size_t capstaged;
 	struct effect *after;
 	size_t nafter, capafter;
+	/* Cards a preemption is freeing, kept for the job that made it
+	 * (sched.c): until it is placed, leaves the queue, or UNTIL. */
+	struct resv {
+		size_t node;
+		int index;
+		long long job, until;   /* until: mono ms */
+	} *resv;
+	size_t nresv;
 	/* on_finish hooks (hooks.c): SPOOL/hooks, the ones running, and
 	 * the job IDs of those due, in order (hookq[hookq_head..hookq_n)). */
 	int hooks_fd;

@@ -220,4 +220,5 @@ void turn_free(struct daemon *d)
 		free(d->after[i].aid);
 	}
 	free(d->after);
+	free(d->resv);
 }

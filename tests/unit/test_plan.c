@@ -536,6 +536,182 @@ static void test_not_yet(void)
 	CHECK(out.wake_at == 0);
 }
 
+/* This pass's preemptions: "JOB@NODE<VICTIM,VICTIM:CARD,CARD" each. */
+static struct plan_run runs[MAXJ];
+static char aids[MAXJ][16];
+
+static const char *preempted(void)
+{
+	static char b[512];
+	size_t len = 0;
+
+	b[0] = 0;
+	for (size_t i = 0; i < out.npreempt && len < sizeof b; i++) {
+		const struct plan_preempt *x = &out.preempt[i];
+
+		len += (size_t)snprintf(b + len, sizeof b - len, "%s%lld@%s<", i ? " " : "",
+					job[x->job].id, names[x->node]);
+		for (size_t v = 0; v < x->nvictims && len < sizeof b; v++)
+			len += (size_t)snprintf(b + len, sizeof b - len, "%s%lld", v ? "," : "",
+						runs[x->victims[v]].id);
+		for (size_t c = 0; c < x->ncards && len < sizeof b; c++)
+			len += (size_t)snprintf(b + len, sizeof b - len, "%c%d", c ? ',' : ':', x->cards[c]);
+	}
+	return b;
+}
+
+/* Run ID on node K (priority PRIO, started STARTED, resumable) holds
+ * the card slots that follow (N of them). */
+static struct plan_run *running(long long id, size_t k, long long prio, long long started,
+				size_t n, ...)
+{
+	struct plan_run *r = &runs[in.nruns];
+	va_list ap;
+
+	snprintf(aids[in.nruns], sizeof aids[0], "0123abcd-%lld-0", id);
+	*r = (struct plan_run){ .id = id, .node = k, .aid = aids[in.nruns], .prio = prio,
+				.started = started, .resumable = 1 };
+	va_start(ap, n);
+	for (size_t i = 0; i < n; i++) {
+		int c = va_arg(ap, int);
+
+		gpu[k][c].lease = aids[in.nruns];
+		gpu[k][c].procs = 1;
+		gpu[k][c].mem_used = 1000;
+	}
+	va_end(ap);
+	in.runs = runs;
+	in.nruns++;
+	return r;
+}
+
+static void preempting(size_t nn, size_t nc)
+{
+	setup(nn, nc, "");
+	in.preempt = 1;
+	in.min_runtime_seconds = 300;
+}
+
+/* Preemption: only resumable jobs of lower priority that ran long
+ * enough, only when the job then fits, the fewest victims, the node
+ * where they are fewest, lowest priority and latest started first. */
+static void test_preempt(void)
+{
+	struct plan_job *j;
+	struct plan_resv kept[2];
+
+	preempting(1, 1);
+	running(50, 0, 0, LONG_AGO, 1, 0);
+	add(1)->prio = 10;
+	PLAN(NOW, "", "1@a:0");
+	CHECK_STR(preempted(), "1@a<50:0");
+	CHECK(out.waiting);
+	/* Off: nobody. */
+	in.preempt = 0;
+	PLAN(NOW, "", "");
+	CHECK_STR(preempted(), "");
+	/* Not resumable, not lower, too recent, yielding already: nobody. */
+	in.preempt = 1;
+	runs[0].resumable = 0;
+	PLAN(NOW, "", "");
+	CHECK_STR(preempted(), "");
+	runs[0].resumable = 1;
+	runs[0].prio = 10;
+	PLAN(NOW, "", "");
+	CHECK_STR(preempted(), "");
+	runs[0].prio = 0;
+	runs[0].started = NOW - 299 * 1000;
+	PLAN(NOW, "", "");
+	CHECK_STR(preempted(), "");
+	runs[0].started = NOW - 300 * 1000;
+	PLAN(NOW, "", "1@a:0");
+	CHECK_STR(preempted(), "1@a<50:0");
+	runs[0].yielding = 1;
+	PLAN(NOW, "", "");
+	CHECK_STR(preempted(), "");
+
+	/* It would still not fit (a process from outside on the other
+	 * card): nobody. */
+	preempting(1, 2);
+	running(50, 0, 0, LONG_AGO, 1, 0);
+	gpu[0][1].procs = 1;
+	j = add(2);
+	j->prio = 10;
+	PLAN(NOW, "", "");
+	CHECK_STR(preempted(), "");
+
+	/* The fewest victims: one of two cards rather than two of one. */
+	preempting(1, 3);
+	running(50, 0, 0, LONG_AGO, 1, 0);
+	running(51, 0, 1, LONG_AGO, 2, 1, 2);
+	add(2)->prio = 10;
+	PLAN(NOW, "", "1@a:1,2");
+	CHECK_STR(preempted(), "1@a<51:1,2");
+	/* Among as few: the lowest priority, then the latest started. */
+	preempting(1, 3);
+	running(50, 0, 1, LONG_AGO, 1, 0);
+	running(51, 0, 0, LONG_AGO, 1, 1);
+	running(52, 0, 0, LONG_AGO + 1000, 1, 2);
+	add(1)->prio = 10;
+	PLAN(NOW, "", "1@a:2");
+	CHECK_STR(preempted(), "1@a<52:2");
+	/* ... and a card free already is used before any victim's. */
+	preempting(1, 3);
+	running(50, 0, 0, LONG_AGO, 2, 0, 1);
+	add(3)->prio = 10;
+	PLAN(NOW, "", "1@a:0,1,2");
+	CHECK_STR(preempted(), "1@a<50:0,1,2");
+
+	/* The node where the fewest make room: b (one) rather than a (two). */
+	preempting(2, 2);
+	running(50, 0, 0, LONG_AGO, 1, 0);
+	running(51, 0, 0, LONG_AGO, 1, 1);
+	running(52, 1, 0, LONG_AGO, 2, 0, 1);
+	add(2)->prio = 10;
+	PLAN(NOW, "", "1@b:0,1");
+	CHECK_STR(preempted(), "1@b<52:0,1");
+
+	/* Two urgent jobs never share a victim; a pinned one waits for its
+	 * own card. */
+	preempting(1, 2);
+	running(50, 0, 0, LONG_AGO, 1, 0);
+	running(51, 0, 0, LONG_AGO, 1, 1);
+	add(1)->prio = 10;
+	pin(1, 0)->prio = 9;
+	add(1)->prio = 8;
+	PLAN(NOW, "", "1@a:0 3@a:1");
+	CHECK_STR(preempted(), "1@a<50:0 3@a<51:1");
+
+	/* Kept cards: free for their job only, which preempts no more. */
+	preempting(1, 2);
+	running(50, 0, 0, LONG_AGO, 1, 1);
+	kept[0] = (struct plan_resv){ .node = 0, .index = 0, .job = 2 };
+	in.resv = kept;
+	in.nresv = 1;
+	add(1)->prio = 10;
+	add(1)->prio = 5;
+	PLAN(NOW, "2@a:0", "1@a:1");
+	CHECK_STR(preempted(), "1@a<50:1");
+	job[1].need = 2;
+	PLAN(NOW, "", "1@a:1");
+	CHECK_STR(preempted(), "1@a<50:1");
+	kept[1] = (struct plan_resv){ .node = 0, .index = 1, .job = 1 };
+	in.nresv = 2;
+	job[1].need = 1;
+	PLAN(NOW, "2@a:0", "");
+	CHECK_STR(preempted(), "");
+	in.resv = NULL;
+	in.nresv = 0;
+	/* A held job, or a CPU job, preempts nobody. */
+	preempting(1, 1);
+	running(50, 0, 0, LONG_AGO, 1, 0);
+	add(1)->prio = 10;
+	job[0].held = 1;
+	add(0)->prio = 10;
+	PLAN(NOW, "2@a", "");
+	CHECK_STR(preempted(), "");
+}
+
 /* Memory: a job with `mem` only on cards with that much in all (an
  * unknown total is not enough); one no card can hold says so and holds
  * nothing; a starving one holds only cards big enough. */
@@ -678,6 +854,7 @@ int main(void)
 	test_deps();
 	test_groups();
 	test_memory();
+	test_preempt();
 	plan_free(&out);
 	return T_DONE();
 }
