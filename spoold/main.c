@@ -474,7 +474,7 @@ static int ino_setup(struct daemon *d, int *wd_new, int *wd_ctl, int *wd_drain)
 					 IN_ONLYDIR | IN_DONT_FOLLOW)) < 0 ||
 	    (*wd_ctl = inotify_add_watch(fd, pc, IN_MOVED_TO | IN_CLOSE_WRITE | IN_ONLYDIR | IN_DONT_FOLLOW)) < 0 ||
 	    (*wd_drain = inotify_add_watch(fd, pd, IN_MOVED_TO | IN_MOVED_FROM | IN_CLOSE_WRITE |
-					   IN_DELETE | IN_ONLYDIR | IN_DONT_FOLLOW)) < 0) {
+					   IN_CREATE | IN_DELETE | IN_ONLYDIR | IN_DONT_FOLLOW)) < 0) {
 		int saved = errno;
 
 		close(fd);
@@ -562,6 +562,7 @@ static int on_signal(struct daemon *d, int sigfd)
 		if (si.ssi_signo == SIGHUP) {
 			scan_dir(d, SD_NEW);
 			scan_dir(d, SD_CTL);
+			drain_read(d);
 			d->next_reconcile = mono_now();
 		} else {
 			quit = 1;

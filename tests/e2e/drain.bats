@@ -112,3 +112,26 @@ nodes() { st --json | json "$1"; }
 	run -0 cardbaton-undrain --config "$C" local
 	[ ! -e spool/drain/local ]
 }
+
+@test "drain/: a symlink or a directory in a node's place is not followed, said, and drains nothing; other content drains" {
+	start_daemon
+	mkdir -p spool/drain
+	echo drain > "$T/elsewhere"
+	ln -s "$T/elsewhere" spool/drain/local
+	kill -HUP "$DAEMON_PID"
+	wait_for 10 'grep -q "drain/local" "$T/daemon.log"'
+	id=$(sub -- true)
+	wait_for 10 '[ "$(field "$id" state)" = succeeded ]'
+	[ "$(nodes 'd["nodes"][0]["drained"]')" = False ]
+	rm spool/drain/local
+	mkdir spool/drain/local
+	id=$(sub -- true)
+	wait_for 10 '[ "$(field "$id" state)" = succeeded ]'
+	rmdir spool/drain/local
+	printf 'whatever\n' > spool/tmp/d
+	mv spool/tmp/d spool/drain/local
+	wait_for 10 'grep -q "node local drained" "$T/daemon.log"'
+	id=$(sub -- true)
+	sleep 0.5
+	[ "$(field "$id" state)" = queued ]
+}

@@ -165,6 +165,7 @@ static void test_defaults(void)
 	if (c.nssh_command == 1)
 		CHECK_STR(c.ssh_command[0], "ssh");
 	CHECK(c.reserve_after_seconds == DEFAULT_RESERVE_AFTER);
+	CHECK(!c.preempt && c.preempt_min_runtime == DEFAULT_MIN_RUNTIME);
 	CHECK(c.on_finish == NULL && c.non_finish == 0);
 	CHECK(c.nnodes == 1 && c.nodes[0].local && c.nodes[0].idle_mib == DEFAULT_IDLE_MIB);
 	CHECK(!c.nodes[0].has_gpus);
@@ -172,6 +173,13 @@ static void test_defaults(void)
 
 	CHECK(parse_in("reserve_after_seconds: 0\nnodes: {w: {local: TRUE, idle_mib: 0}}\n", "/d", &c) == 0);
 	CHECK(c.reserve_after_seconds == 0 && c.nodes[0].idle_mib == 0 && c.nodes[0].local == 1);
+	config_free(&c);
+	CHECK(parse_in("preemption: {enabled: true, min_runtime_seconds: 0}\nnodes: {w: {local: true}}\n",
+		       "/d", &c) == 0);
+	CHECK(c.preempt == 1 && c.preempt_min_runtime == 0);
+	config_free(&c);
+	CHECK(parse_in("preemption: {enabled: true}\nnodes: {w: {local: true}}\n", "/d", &c) == 0);
+	CHECK(c.preempt == 1 && c.preempt_min_runtime == DEFAULT_MIN_RUNTIME);
 	config_free(&c);
 }
 
@@ -215,6 +223,14 @@ static void test_errors(void)
 		  "config.yaml:4: nodes.w: duplicate key");
 	CHECK_STR(bad("reserve_after_seconds: -5\nnodes: {w: {local: true}}\n"),
 		  "config.yaml:1: reserve_after_seconds: must be between 0 and 315360000");
+	CHECK_STR(bad("preemption: yes\nnodes: {w: {local: true}}\n"),
+		  "config.yaml:1: preemption: must be a mapping");
+	CHECK_STR(bad("preemption: {enabled: 1}\nnodes: {w: {local: true}}\n"),
+		  "config.yaml:1: preemption.enabled: must be true or false");
+	CHECK_STR(bad("preemption: {min_runtime_seconds: -1}\nnodes: {w: {local: true}}\n"),
+		  "config.yaml:1: preemption.min_runtime_seconds: must be between 0 and 315360000");
+	CHECK_STR(bad("preemption: {enable: true}\nnodes: {w: {local: true}}\n"),
+		  "config.yaml:1: preemption.enable: unknown key");
 	CHECK_STR(bad("ssh_command: ssh -F x\nnodes: {w: {local: true}}\n"),
 		  "config.yaml:1: ssh_command: must be a list");
 	CHECK_STR(bad("ssh_command: []\nnodes: {w: {local: true}}\n"),
