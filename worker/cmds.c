@@ -20,19 +20,30 @@
 
 /* The attempt holding leases/UUID, "" when free.  A held lease whose
  * file names nobody yet (its holder is between flock and write) reads
- * as "?": held all the same. */
-static char *lease_holder(const struct wk_state *st, const char *uuid)
+ * as "?": held all the same.  Held shared (sharing jobs: LOCK_SH), NULL
+ * with *SHARED set: shared_holders names them. */
+static char *lease_holder(const struct wk_state *st, const char *uuid, int *shared)
 {
-	int fd = -1, r = lock_at(st->leasefd, uuid, LOCK_SH, 0, &fd);
+	int fd = -1, r = lock_at(st->leasefd, uuid, LOCK_EX, 0, &fd);
 	char *b;
 	size_t n;
 
-	if (r == 1 || (r < 0 && errno == ENOENT)) {
-		if (fd >= 0)
-			close(fd);
+	*shared = 0;
+	if (fd >= 0)
+		close(fd);
+	if (r == 1 || (r < 0 && errno == ENOENT))
 		return strdup("");
-	}
 	if (r < 0)
+		return NULL;
+	fd = -1;
+	r = lock_at(st->leasefd, uuid, LOCK_SH, 0, &fd);
+	if (fd >= 0)
+		close(fd);
+	if (r == 1) {
+		*shared = 1;
+		return NULL;
+	}
+	if (r < 0 && errno != ENOENT)
 		return NULL;
 	if (read_capped(st->leasefd, uuid, 4096, &b, &n) < 0)
 		return strdup("?");
@@ -67,9 +78,25 @@ int cmd_gpus(struct wk_state *st, int argc, char **argv)
 	for (i = 0; i < info.ngpu && rc == 0; i++) {
 		const struct nv_gpu *g = &info.gpu[i];
 		struct wire_rec r = { 0 };
-		char *lease = lease_holder(st, g->uuid);
+		int shared;
+		char *lease = lease_holder(st, g->uuid, &shared), **holders = NULL;
+		size_t nh = 0;
 
+		/* Shared: `shared 1` and a `lease` per sharer. */
+		if (shared && shared_holders(st, g->uuid, NULL, &holders, &nh) >= 0 &&
+		    (lease = strdup(nh ? holders[0] : "?")) &&
+		    (wire_add(&r, "shared", "1") < 0))
+			lease = NULL;
+		for (size_t h = 1; lease && h < nh; h++)
+			if (wire_add(&r, "lease", holders[h]) < 0) {
+				free(lease);
+				lease = NULL;
+			}
+		for (size_t h = 0; h < nh; h++)
+			free(holders[h]);
+		free(holders);
 		if (!lease) {
+			wire_free(&r);
 			rc = wk_errsys(EX_OSERR_, "%s/leases/%s", st->path, g->uuid);
 			break;
 		}

@@ -228,6 +228,7 @@ static int start(struct launch *l)
 
 undo:
 	/* The one way back before the state file: no trace. */
+	unmark_leases(l);
 	release_leases(l, 1);
 	remove_attempt_dir(l);
 	return busy ? answer_busy(sp->id, busy) : rc;
@@ -244,17 +245,18 @@ static int launch(struct wk_state *st, struct spec *sp)
 	l.sp = sp;
 	l.adir = l.lockfd = -1;
 	l.lease = malloc((sp->ngpu + 1) * sizeof *l.lease);
+	l.mark = malloc((sp->ngpu + 1) * sizeof *l.mark);
 	l.uuid = calloc(sp->ngpu + 1, sizeof *l.uuid);
 	l.adir_path = xasprintf("%s/attempts/%s", st->path, sp->id);
 	l.log_path = xasprintf("%s/attempts/%s/log", st->path, sp->id);
 	if (sp->cwd)
 		l.cwd = wk_expand_path(sp->cwd, 0);
-	if (!l.lease || !l.uuid || !l.adir_path || !l.log_path || (sp->cwd && !l.cwd)) {
+	if (!l.lease || !l.mark || !l.uuid || !l.adir_path || !l.log_path || (sp->cwd && !l.cwd)) {
 		rc = wk_errsys(EX_OSERR_, "out of memory");
 		goto out;
 	}
 	for (i = 0; i < sp->ngpu; i++) {
-		l.lease[i] = -1;
+		l.lease[i] = l.mark[i] = -1;
 		if (i < sp->nuuid && !(l.uuid[i] = strdup(sp->uuid[i]))) {
 			rc = wk_errsys(EX_OSERR_, "out of memory");
 			goto out;
@@ -324,15 +326,13 @@ out:
 		close(l.lockfd);
 	if (l.adir >= 0)
 		close(l.adir);
-	if (l.lease) {
-		for (i = 0; i < sp->ngpu; i++)
-			if (l.lease[i] >= 0)
-				close(l.lease[i]);
-	}
+	if (l.lease && l.mark)
+		release_leases(&l, 0);
 	for (i = 0; l.uuid && i < sp->ngpu; i++)
 		free(l.uuid[i]);
 	free(l.uuid);
 	free(l.lease);
+	free(l.mark);
 	free(l.adir_path);
 	free(l.log_path);
 	free(l.cwd);

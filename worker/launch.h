@@ -50,6 +50,8 @@ struct spec {
 	size_t nuuid;
 	long long idle_mib, timeout, grace;
 	int resumable;
+	int share;              /* its cards shared with other sharing jobs (LOCK_SH) */
+	long long memory;       /* MiB it declares per card (sharing: must be free) */
 	const char *checkpoint;
 };
 
@@ -77,6 +79,7 @@ struct launch {
 	int adir;               /* attempts/ID */
 	int lockfd;             /* attempts/ID/lock, held */
 	int *lease;             /* leases/UUID, held; sp->ngpu of them */
+	int *mark;              /* sharing: leases/UUID+ATTEMPT, held; -1 otherwise */
 	char **uuid;            /* the cards' UUIDs, in spec order */
 	char *adir_path;        /* STATE/attempts/ID */
 	char *log_path;
@@ -101,6 +104,10 @@ int job_env(struct launch *l);
 int lease_cards(struct launch *l, char **reason);
 /* Close the leases held (TRUNCATE: the holder's name removed first). */
 void release_leases(struct launch *l, int truncate);
+/* A sharing attempt that is over (or never started): its marks removed.
+ * Before release_leases. */
+void unmark_leases(struct launch *l);
+
 
 /* ---- supervise.c -------------------------------------------------------- */
 

@@ -5,6 +5,7 @@
  * still the one named and idle.  Only that check says whether a card
  * is free: no other attempt can take it meanwhile.
  */
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -12,20 +13,90 @@
 
 #include "launch.h"
 
+/* A sharing attempt's mark beside the lease of card UUID: "UUID+ID". */
+static char *mark_name(const char *uuid, const char *id)
+{
+	return xasprintf("%s+%s", uuid, id);
+}
+
+void unmark_leases(struct launch *l)
+{
+	for (size_t i = 0; i < l->sp->ngpu; i++) {
+		char *m = l->mark[i] >= 0 ? mark_name(l->uuid[i], l->sp->id) : NULL;
+
+		/* A stale mark (this failing) is skipped by readers: its
+		 * lock is free. */
+		if (m)
+			unlinkat(l->st->leasefd, m, 0);
+		free(m);
+	}
+}
+
 void release_leases(struct launch *l, int truncate)
 {
 	size_t i;
 
 	for (i = 0; i < l->sp->ngpu; i++) {
+		if (l->mark[i] >= 0) {
+			close(l->mark[i]);
+			l->mark[i] = -1;
+		}
 		if (l->lease[i] < 0)
 			continue;
-		if (truncate && ftruncate(l->lease[i], 0) < 0) {
+		if (truncate && !l->sp->share && ftruncate(l->lease[i], 0) < 0) {
 			/* The content only names a holder while the lock is
 			 * held, so a stale name is harmless. */
 		}
 		close(l->lease[i]);
 		l->lease[i] = -1;
 	}
+}
+
+/* Is card UUID held, shared, by an attempt other than ID (its mark
+ * locked)?  The live sharers' attempt IDs into *V (malloc'd, *N) when V. */
+int shared_holders(const struct wk_state *st, const char *uuid, const char *id, char ***v, size_t *n)
+{
+	size_t len = strlen(uuid);
+	int dfd = dup(st->leasefd), found = 0;
+	DIR *d;
+	struct dirent *e;
+
+	if (v) {
+		*v = NULL;
+		*n = 0;
+	}
+	if (dfd < 0 || !(d = fdopendir(dfd))) {
+		if (dfd >= 0)
+			close(dfd);
+		return -1;
+	}
+	rewinddir(d);
+	while ((e = readdir(d))) {
+		int fd = -1, r;
+
+		if (strncmp(e->d_name, uuid, len) || e->d_name[len] != '+' ||
+		    (id && !strcmp(e->d_name + len + 1, id)))
+			continue;
+		r = lock_at(st->leasefd, e->d_name, LOCK_EX, 0, &fd);
+		if (fd >= 0)
+			close(fd);
+		if (r != 0)
+			continue;       /* free (stale) or gone */
+		found++;
+		if (v) {
+			char **w = realloc(*v, (*n + 1) * sizeof *w);
+
+			if (!w || !(w[*n] = strdup(e->d_name + len + 1))) {
+				free(w ? w : *v);
+				closedir(d);
+				return -1;
+			}
+			*v = w;
+			(*n)++;
+		}
+	}
+	closedir(d);
+	return found;
 }
 
 /* Step 3: every requested card exists, and its UUID (which names its
@@ -65,9 +136,16 @@ static int check_cards(struct launch *l, const struct nv_info *info, char **reas
 			*reason = xasprintf("GPU %lld: now %s, was %s", ix, g->uuid, l->uuid[i]);
 		else if (g->mem_used < 0)
 			*reason = xasprintf("GPU %lld (%s): memory use not reported", ix, g->uuid);
-		else if (g->mem_used > l->sp->idle_mib)
+		else if (l->sp->share && g->mem_total >= 0 && g->mem_total - g->mem_used < l->sp->memory)
+			*reason = xasprintf("GPU %lld (%s): %lld MiB free, %lld wanted", ix, g->uuid,
+					      g->mem_total - g->mem_used, l->sp->memory);
+		else if (l->sp->share && g->procs > 0 &&
+			 shared_holders(l->st, g->uuid, l->sp->id, NULL, NULL) <= 0)
+			*reason = xasprintf("GPU %lld (%s): has compute processes of no sharing job",
+					      ix, g->uuid);
+		else if (!l->sp->share && g->mem_used > l->sp->idle_mib)
 			*reason = xasprintf("GPU %lld (%s): %lld MiB in use", ix, g->uuid, g->mem_used);
-		else if (g->procs > 0)
+		else if (!l->sp->share && g->procs > 0)
 			*reason = xasprintf("GPU %lld (%s): has %d compute process%s", ix,
 					      g->uuid, g->procs, g->procs == 1 ? "" : "es");
 		else if (!l->uuid[i] && !(l->uuid[i] = strdup(g->uuid)))
@@ -91,10 +169,16 @@ static int take_leases(struct launch *l, char **reason)
 		char *holder = NULL;
 		size_t hl = 0;
 
-		/* Close-on-exec here; the job's child clears it (see top). */
-		r = lock_at(l->st->leasefd, l->uuid[i], LOCK_EX, 1, &fd);
+		/* Close-on-exec here; the job's child clears it (see top).
+		 * A sharing job takes it shared, with a mark of its own. */
+		r = lock_at(l->st->leasefd, l->uuid[i], l->sp->share ? LOCK_SH : LOCK_EX, 1, &fd);
 		if (r < 0)
 			return -1;
+		if (r == 0 && l->sp->share) {
+			*reason = xasprintf("GPU %lld (%s): leased by a job that does not share",
+					      l->sp->gpu[i], l->uuid[i]);
+			return *reason ? 1 : -1;
+		}
 		if (r == 0) {
 			if (read_capped(l->st->leasefd, l->uuid[i], 4096, &holder, &hl) == 0) {
 				holder[strcspn(holder, "\r\n")] = '\0';
@@ -105,6 +189,15 @@ static int take_leases(struct launch *l, char **reason)
 			return *reason ? 1 : -1;
 		}
 		l->lease[i] = fd;
+		if (l->sp->share) {
+			char *m = mark_name(l->uuid[i], l->sp->id);
+
+			r = m ? lock_at(l->st->leasefd, m, LOCK_EX, 1, &l->mark[i]) : -1;
+			free(m);
+			if (r != 1 || pwrite(l->mark[i], l->sp->id, idlen, 0) != (ssize_t)idlen)
+				return -1;
+			continue;
+		}
 		if (ftruncate(fd, 0) < 0 || pwrite(fd, l->sp->id, idlen, 0) != (ssize_t)idlen ||
 		    pwrite(fd, "\n", 1, (off_t)idlen) != 1)
 			return -1;

@@ -138,8 +138,12 @@ int spec_check(struct spec *sp, char **why)
 			{ "timeout", 0, 100LL * 366 * 86400 },
 			{ "grace", 60, 100LL * 366 * 86400 },
 			{ "resumable", 0, 1 },
+			{ "share", 0, 1 },
+			{ "memory", 0, 1LL << 40 },
 		};
-		long long *dst[] = { &sp->idle_mib, &sp->timeout, &sp->grace, NULL };
+		long long share = 0;
+		long long *dst[] = { &sp->idle_mib, &sp->timeout, &sp->grace, NULL, &share,
+				     &sp->memory };
 
 		for (i = 0; i < sizeof nums / sizeof nums[0]; i++) {
 			v = nums[i].def;
@@ -153,6 +157,11 @@ int spec_check(struct spec *sp, char **why)
 				*dst[i] = v;
 			else
 				sp->resumable = (int)v;
+		}
+		sp->share = (int)share;
+		if (sp->share && !sp->memory) {
+			*why = xasprintf("share needs memory");
+			return -1;
 		}
 	}
 	return 0;

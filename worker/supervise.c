@@ -464,7 +464,8 @@ static void job_child(struct launch *l, int ep)
 	    sigprocmask(SIG_SETMASK, &none, NULL) < 0)
 		fail = 1;
 	for (i = 0; i < l->sp->ngpu && !fail; i++)
-		fail = fcntl(l->lease[i], F_SETFD, 0) < 0;
+		fail = fcntl(l->lease[i], F_SETFD, 0) < 0 ||
+		       (l->mark[i] >= 0 && fcntl(l->mark[i], F_SETFD, 0) < 0);
 	if (fail || fcntl(l->lockfd, F_SETFD, 0) < 0) {
 		e = errno;
 		msg = xasprintf("worker: preparing the job: %s", strerror(e));
@@ -698,7 +699,7 @@ void supervise(struct launch *l, int notify)
 		close(nul);
 	if (logfd >= 0)
 		close(logfd);
-	keep = calloc(l->sp->ngpu + 6, sizeof *keep);
+	keep = calloc(2 * l->sp->ngpu + 6, sizeof *keep);
 	if (keep) {
 		keep[nkeep++] = notify;
 		keep[nkeep++] = l->adir;
@@ -706,8 +707,11 @@ void supervise(struct launch *l, int notify)
 		keep[nkeep++] = l->st->fd;
 		keep[nkeep++] = l->st->attfd;
 		keep[nkeep++] = l->st->leasefd;
-		for (i = 0; i < l->sp->ngpu; i++)
+		for (i = 0; i < l->sp->ngpu; i++) {
 			keep[nkeep++] = l->lease[i];
+			if (l->mark[i] >= 0)
+				keep[nkeep++] = l->mark[i];
+		}
 		close_other_fds(keep, nkeep);
 		free(keep);
 	}
@@ -797,6 +801,7 @@ void supervise(struct launch *l, int notify)
 	/* Leases first: the controller gives the cards to the next job
 	 * the moment it reads the final state. */
 	CRASH_POINT("worker supervise: job ended", NULL);
+	unmark_leases(l);
 	release_leases(l, 0);
 	if (final_state(&s, &rec) < 0 || wk_state_write(l->st, l->sp->id, &rec) < 0) {
 		fprintf(stderr, "%s: writing the final state: %s\n", PROG, strerror(errno));

@@ -204,4 +204,10 @@ int launch_rec(struct wk_state *st, const struct wire_rec *rec);
  * waits at most 30 s for the job to start). */
 #define WATCH_LAUNCH_MS 60000
 
+/* lease.c: card UUID's live sharers (leases/UUID+ATTEMPT locked) other
+ * than attempt ID (NULL: any): their count, and their IDs in *V[0..*N)
+ * when V (malloc'd); -1 with errno. */
+int shared_holders(const struct wk_state *st, const char *uuid, const char *id, char ***v,
+		   size_t *n);
+
 #endif

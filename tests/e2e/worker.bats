@@ -932,6 +932,54 @@ go() {
 	[ "$(field reason <<< "$output")" = "worker vanished without a final status" ]
 }
 
+@test "share: sharing attempts hold a card together (LOCK_SH and a mark each); an exclusive one is refused there, and a sharer beside an exclusive one; gpus lists every holder" {
+	launch attempt 7a-1 arg sleep arg 300 gpu 0 share 1 memory 20000
+	[ "$status" -eq 0 ]
+	[ "$(field state <<< "$output")" = running ]
+	# The fake card shows the first sharer's memory and process.
+	fake_gpus "0, $U0, NVIDIA Fake A100, 20000, 81920, 0" \
+		"1, $U1, NVIDIA Fake A100, 0, 81920, 0" \
+		"2, $U2, NVIDIA Fake A100, 0, 81920, 0" \
+		"3, $U3, NVIDIA Fake A100, 0, 81920, 0"
+	fake_apps "$U0, 4242, 20000"
+	launch attempt 7a-2 arg sleep arg 300 gpu 0 share 1 memory 20000
+	[ "$(field state <<< "$output")" = running ]
+	run cardbaton-worker gpus
+	rec=$(gpu_rec 0 <<< "$output")
+	[ "$(field shared <<< "$rec")" = 1 ]
+	[ "$(grep -c '^lease ' <<< "$rec")" -eq 2 ]
+	grep -qx 'lease 7a-1' <<< "$rec"
+	grep -qx 'lease 7a-2' <<< "$rec"
+	# An exclusive attempt: the card is busy (and its lease is held shared).
+	launch attempt 7a-3 arg true gpu 0
+	[ "$(field state <<< "$output")" = busy ]
+	# More than its free memory: busy.
+	launch attempt 7a-4 arg true gpu 0 share 1 memory 70000
+	[ "$(field state <<< "$output")" = busy ]
+	[[ "$(field reason <<< "$output")" == *"MiB free, 70000 wanted"* ]]
+	# A sharer on a card an exclusive attempt holds: refused.
+	launch attempt 7a-5 arg sleep arg 300 gpu 1
+	[ "$(field state <<< "$output")" = running ]
+	launch attempt 7a-6 arg true gpu 1 share 1 memory 1000
+	[ "$(field state <<< "$output")" = busy ]
+	# A compute process of no sharing job: no sharer.
+	fake_apps "$U0, 4242, 20000" "$U2, 999, 100"
+	launch attempt 7a-7 arg true gpu 2 share 1 memory 1000
+	[ "$(field state <<< "$output")" = busy ]
+	[[ "$(field reason <<< "$output")" == *"compute processes of no sharing job"* ]]
+	# share without memory is a bad spec.
+	launch attempt 7a-8 arg true gpu 3 share 1
+	[ "$status" -ne 0 ]
+	for a in 7a-1 7a-2 7a-5; do cardbaton-worker cancel "$a" >/dev/null; done
+	wait_for 10 'lease_free "$U0"'
+	[ -z "$(ls "$STATE/leases" | grep '+')" ]
+	fake_apps
+	fake_gpus "0, $U0, NVIDIA Fake A100, 0, 81920, 0" "1, $U1, NVIDIA Fake A100, 0, 81920, 0" \
+		"2, $U2, NVIDIA Fake A100, 0, 81920, 0" "3, $U3, NVIDIA Fake A100, 0, 81920, 0"
+	launch attempt 7a-9 arg true gpu 0
+	[ "$(field state <<< "$output")" = running ]
+}
+
 @test "pause --grace (a yield): pausing with its why, then paused with requeue 1; ignored, failed with its fail reason once the grace is out" {
 	launch attempt 5e-1 shell "$CKJOB" env "GO=$T/go" env 'MARK={"checkpoint": "/ck/y"}' env CODE=75 \
 		resumable 1 gpu 1
