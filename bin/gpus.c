@@ -79,7 +79,12 @@ static _Noreturn void child(const struct config *c, const struct node_conf *nc, 
 		    wire_addf(&r, "utilization", "%lld", g[i].util) < 0 ||
 		    wire_addf(&r, "processes", "%lld", g[i].procs) < 0 ||
 		    wire_add(&r, "lease", g[i].lease ? g[i].lease : "") < 0 ||
-		    wire_write_fd(fd, &r) < 0)
+		    (g[i].nshares && wire_add(&r, "shared", "1") < 0))
+			_exit(1);
+		for (size_t s = 0; s < g[i].nshares; s++)
+			if (wire_add(&r, "lease", g[i].shares[s]) < 0)
+				_exit(1);
+		if (wire_write_fd(fd, &r) < 0)
 			_exit(1);
 		wire_free(&r);
 	}
@@ -214,6 +219,47 @@ static char *lease_text(const struct spool *sp, int have_spool, const char *leas
 	return s;
 }
 
+/* Card G's holders, as lease_text shows them: the exclusive one, or
+ * every sharer (a cJSON array). */
+static cJSON *leases_json(const struct spool *sp, int have_spool, const struct gpu_info *g)
+{
+	cJSON *a = cJSON_CreateArray();
+
+	for (size_t s = 0; a && s < (g->lease ? 1 : g->nshares); s++) {
+		char *t = lease_text(sp, have_spool, g->lease ? g->lease : g->shares[s]);
+		cJSON *x = cJSON_CreateString(t);
+
+		free(t);
+		if (!x || !cJSON_AddItemToArray(a, x)) {
+			cJSON_Delete(x);
+			cJSON_Delete(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+/* Card G's holders for the table: "7", or "7,8" (shared). */
+static char *holders_text(const struct spool *sp, int have_spool, const struct gpu_info *g)
+{
+	struct sbuf b = { 0 };
+
+	for (size_t s = 0; s < (g->lease ? 1 : g->nshares); s++) {
+		char *t = lease_text(sp, have_spool, g->lease ? g->lease : g->shares[s]);
+
+		if (sbuf_addf(&b, "%s%s", s ? "," : "", t) < 0)
+			die(EX_OSERR_, "%s", strerror(ENOMEM));
+		free(t);
+	}
+	return b.s;
+}
+
+/* The first holder of card G, or NULL. */
+static const char *first_holder(const struct gpu_info *g)
+{
+	return g->lease ? g->lease : g->nshares ? g->shares[0] : NULL;
+}
+
 /* Is node NAME drained (drain.h)?  Not when there is no spool yet. */
 static int drained(const struct spool *sp, int have_spool, const char *name)
 {
@@ -245,8 +291,8 @@ static void print_json(const struct ask *asks, size_t n, const struct spool *sp,
 			die(EX_OSERR_, "%s", strerror(ENOMEM));
 		for (size_t k = 0; k < a->n; k++) {
 			const struct gpu_info *g = &a->g[k];
-			cJSON *x = cJSON_CreateObject();
-			char *lease = g->lease ? lease_text(sp, have_spool, g->lease) : NULL;
+			cJSON *x = cJSON_CreateObject(), *ls = leases_json(sp, have_spool, g);
+			char *lease = first_holder(g) ? lease_text(sp, have_spool, first_holder(g)) : NULL;
 
 			if (!x || !cJSON_AddItemToArray(gs, x) ||
 			    !cJSON_AddNumberToObject(x, "index", g->index) ||
@@ -258,6 +304,7 @@ static void print_json(const struct ask *asks, size_t n, const struct spool *sp,
 			    !cJSON_AddNumberToObject(x, "processes", (double)g->procs) ||
 			    !(lease ? cJSON_AddStringToObject(x, "lease", lease)
 				    : cJSON_AddNullToObject(x, "lease")) ||
+			    !ls || !cJSON_AddItemToObject(x, "leases", ls) ||
 			    !cJSON_AddBoolToObject(x, "eligible", gpu_eligible(a->nc, g->index)) ||
 			    !cJSON_AddBoolToObject(x, "idle", gpu_idle(g, a->nc->idle_mib) &&
 							       gpu_eligible(a->nc, g->index)))
@@ -374,7 +421,7 @@ static void print_human(const struct ask *asks, size_t n, const struct spool *sp
 				   must_asprintf("%lld/%lld MiB", g->mem_used, g->mem_total);
 			cells[5] = g->util < 0 ? strdup("?") : must_asprintf("%lld%%", g->util);
 			cells[6] = must_asprintf("%lld", g->procs);
-			cells[7] = g->lease ? lease_text(sp, have_spool, g->lease) : strdup("-");
+			cells[7] = first_holder(g) ? holders_text(sp, have_spool, g) : strdup("-");
 			cells[8] = strdup(!gpu_eligible(a->nc, g->index) ? "excluded" :
 					  gpu_idle(g, a->nc->idle_mib) ? "idle" : "busy");
 			for (int m = 0; m < 9; m++)

@@ -23,14 +23,14 @@
 
 static const char usage[] =
 	"cardbaton-submit [--config PATH] [--job FILE] [--node N] [--gpus 0,2] "
-	"[--gpu-count K] [--gpu-memory M] [--priority P] [--timeout SECS] [--cwd DIR] [--name NAME] "
+	"[--gpu-count K] [--gpu-memory M] [--share] [--priority P] [--timeout SECS] [--cwd DIR] [--name NAME] "
 	"[--resume-command CMD] [--env K=V]... [--hold] [--begin WHEN] [--after ID[,ID...]] [--after-any ID[,ID...]] "
 	"[--array SPEC | --param KEY=V1,V2,...]... [--max-running K] [-- CMD ARGS...]";
 
 enum {
 	OPT_JOB = OPT_TOOL_FIRST, OPT_NODE, OPT_GPUS, OPT_GPU_COUNT, OPT_PRIORITY,
 	OPT_TIMEOUT, OPT_CWD, OPT_NAME, OPT_RESUME, OPT_ENV, OPT_HOLD, OPT_BEGIN,
-	OPT_AFTER, OPT_AFTER_ANY, OPT_ARRAY, OPT_PARAM, OPT_MAX_RUNNING, OPT_GPU_MEMORY,
+	OPT_AFTER, OPT_AFTER_ANY, OPT_ARRAY, OPT_PARAM, OPT_MAX_RUNNING, OPT_GPU_MEMORY, OPT_SHARE,
 };
 
 static const struct option longopts[] = {
@@ -40,6 +40,7 @@ static const struct option longopts[] = {
 	{ "gpus", required_argument, NULL, OPT_GPUS },
 	{ "gpu-count", required_argument, NULL, OPT_GPU_COUNT },
 	{ "gpu-memory", required_argument, NULL, OPT_GPU_MEMORY },
+	{ "share", no_argument, NULL, OPT_SHARE },
 	{ "priority", required_argument, NULL, OPT_PRIORITY },
 	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
 	{ "cwd", required_argument, NULL, OPT_CWD },
@@ -501,6 +502,10 @@ int main(int argc, char **argv)
 		case OPT_GPU_MEMORY:
 			flags.gpu_memory_mib = memory_flag(optarg);
 			flags.set |= JF_GPU_MEMORY;
+			break;
+		case OPT_SHARE:
+			flags.share = 1;
+			flags.set |= JF_SHARE;
 			break;
 		case OPT_PRIORITY:
 			flags.priority = flag_ll("--priority", optarg, PRIO_MIN, PRIO_MAX);

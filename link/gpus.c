@@ -16,6 +16,9 @@ void gpus_free(struct gpu_info *g, size_t n)
 		free(g[i].uuid);
 		free(g[i].name);
 		free(g[i].lease);
+		for (size_t s = 0; s < g[i].nshares; s++)
+			free(g[i].shares[s]);
+		free(g[i].shares);
 	}
 	free(g);
 }
@@ -41,9 +44,23 @@ static int gpu_from_rec(const struct wire_rec *w, struct gpu_info *g)
 	if (wire_get_ll(w, "utilization", &g->util) < 0)
 		g->util = -1;
 	g->index = (int)idx;
-	if (!(g->uuid = strdup(uuid)) || !(g->name = strdup(name ? name : "")) ||
-	    (lease && *lease && !(g->lease = strdup(lease))))
+	if (!(g->uuid = strdup(uuid)) || !(g->name = strdup(name ? name : "")))
 		return -1;
+	if (!(wire_get(w, "shared") && !strcmp(wire_get(w, "shared"), "1")))
+		return lease && *lease && !(g->lease = strdup(lease)) ? -1 : 0;
+	/* Held shared: every `lease` is a sharer. */
+	for (size_t i = 0; i < w->n; i++) {
+		char **v;
+
+		if (strcmp(w->f[i].key, "lease") || !*w->f[i].val)
+			continue;
+		if (!(v = realloc(g->shares, (g->nshares + 1) * sizeof *v)))
+			return -1;
+		g->shares = v;
+		if (!(v[g->nshares] = strdup(w->f[i].val)))
+			return -1;
+		g->nshares++;
+	}
 	return 0;
 }
 
@@ -86,7 +103,8 @@ int gpus_parse(const char *out, size_t len, struct gpu_info **gp, size_t *np)
 
 int gpu_idle(const struct gpu_info *g, long long idle_mib)
 {
-	return g->mem_used >= 0 && g->mem_used <= idle_mib && g->procs == 0 && !g->lease;
+	return g->mem_used >= 0 && g->mem_used <= idle_mib && g->procs == 0 && !g->lease &&
+	       !g->nshares;
 }
 
 int gpu_eligible(const struct node_conf *nc, int index)

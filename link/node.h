@@ -106,14 +106,17 @@ struct gpu_info {
 	int index;
 	char *uuid, *name;
 	long long mem_used, mem_total, util, procs;    /* -1: not reported */
-	char *lease;            /* holder's attempt ID, or NULL when free */
+	char *lease;            /* holder's attempt ID, or NULL when free or shared */
+	char **shares;          /* held shared (sharing jobs): their attempt IDs */
+	size_t nshares;
 };
 
 /* Parse the records of `cardbaton-worker gpus`.  0, or -1 with errno
  * EINVAL on a malformed reply or one holding an `error` record. */
 int gpus_parse(const char *out, size_t len, struct gpu_info **g, size_t *n);
 void gpus_free(struct gpu_info *g, size_t n);
-/* Idle per SPEC §7: memory used <= idle_mib, no compute process, no lease. */
+/* Idle per SPEC §7: memory used <= idle_mib, no compute process, no lease
+ * (nor a sharer). */
 int gpu_idle(const struct gpu_info *g, long long idle_mib);
 /* Eligible per the node's `gpus:` list. */
 int gpu_eligible(const struct node_conf *nc, int index);

@@ -178,6 +178,7 @@ static int parse_node(const struct yx_ctx *c, const struct yx_node *k,
 	if (!(nc->name = strdup(k->s)))
 		return oom(c->err, c->fname);
 	nc->idle_mib = DEFAULT_IDLE_MIB;
+	nc->max_jobs_per_gpu = 1;
 	if (yx_map(c, v, np))
 		return -1;
 	for (size_t i = 0; i < v->n; i += 2) {
@@ -196,6 +197,8 @@ static int parse_node(const struct yx_ctx *c, const struct yx_node *k,
 			nc->has_gpus = r == 0;
 		} else if (!strcmp(key, "idle_mib")) {
 			r = yx_int(c, vv, &p, 0, IDLE_MIB_MAX, &nc->idle_mib);
+		} else if (!strcmp(key, "max_jobs_per_gpu")) {
+			r = yx_int(c, vv, &p, 1, MAX_JOBS_PER_GPU, &nc->max_jobs_per_gpu);
 		} else if (!strcmp(key, "public_key")) {
 			r = set_str(c, vv, &p, &nc->public_key);
 		} else if (!strcmp(key, "on_finish")) {
@@ -462,6 +465,7 @@ static int config_default(struct config *c, struct cb_err *err)
 		goto nomem;
 	c->nodes[0].local = 1;
 	c->nodes[0].idle_mib = DEFAULT_IDLE_MIB;
+	c->nodes[0].max_jobs_per_gpu = 1;
 	return 0;
 nomem:
 	config_free(c);

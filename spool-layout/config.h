@@ -10,6 +10,7 @@
 #include "util.h"
 
 #define DEFAULT_IDLE_MIB 64
+#define MAX_JOBS_PER_GPU 64
 #define DEFAULT_RESERVE_AFTER 300
 #define DEFAULT_MIN_RUNTIME 300         /* preemption: min_runtime_seconds */
 #define DEFAULT_REMOTE_STATE_DIR "~/.local/state/sshgpu-queue"
@@ -23,6 +24,7 @@ struct node_conf {
 	size_t ngpus;
 	int has_gpus;
 	long long idle_mib;
+	long long max_jobs_per_gpu;     /* sharing jobs on one card at most; default 1 */
 	char *public_key;       /* as written (may start with ~) */
 	char **on_finish;       /* its own on_finish argv, or NULL: the top level's */
 	size_t non_finish;

@@ -45,6 +45,7 @@ static const struct field fields[] = {     /* in the order JSON shows them */
 	{ "gpus", JF_GPUS, K_GPUS, 0, 0, 0, NULL },
 	{ "gpu_count", JF_GPU_COUNT, K_INT, OFF(gpu_count), 0, GPU_COUNT_MAX, NULL },
 	{ "gpu_memory_mib", JF_GPU_MEMORY, K_INT, OFF(gpu_memory_mib), 1, GPU_MEMORY_MAX, NULL },
+	{ "share", JF_SHARE, K_BOOL, OFF(share), 0, 0, NULL },
 	{ "priority", JF_PRIORITY, K_INT, OFF(priority), PRIO_MIN, PRIO_MAX, NULL },
 	{ "hold", JF_HOLD, K_BOOL, OFF(hold), 0, 0, NULL },
 	{ "begin", JF_BEGIN, K_TIME, OFF(begin), 0, 0, NULL },
@@ -452,6 +453,9 @@ int jobdef_check(const struct job_def *jd, const char *fname, struct cb_err *err
 {
 	if (!(jd->set & JF_COMMAND) || (!jd->argv && !jd->shell))
 		return cb_err_set(err, EX_DATAERR_, "%s: command: missing", fname);
+	if (jd->share && !(jd->set & JF_GPU_MEMORY))
+		return cb_err_set(err, EX_DATAERR_, "%s: share: needs gpu_memory_mib (what the job "
+				  "takes of each card)", fname);
 	return check_fields(jd, fname, err);
 }
 

@@ -34,6 +34,7 @@ enum {
 	JF_PARAMS = 1 << 16,
 	JF_MAX_RUNNING = 1 << 17,
 	JF_GPU_MEMORY = 1 << 18,
+	JF_SHARE = 1 << 19,
 };
 
 #define GPU_INDEX_MAX 1023
@@ -73,6 +74,8 @@ struct job_def {
 	size_t ngpus;
 	long long gpu_count;    /* 0 = CPU job; default 1 (see jobdef_gpu_need) */
 	long long gpu_memory_mib;       /* each card's total memory at least this; 0: any */
+	int share;              /* may share its cards with other sharing jobs (needs
+				   gpu_memory_mib: what it takes of each) */
 	long long priority;     /* PRIO_MIN..PRIO_MAX, default 0 */
 	long long timeout_seconds;              /* 0 = no limit */
 	long long checkpoint_grace_seconds;     /* default DEFAULT_GRACE */
@@ -108,8 +111,8 @@ struct job_def {
 int jobdef_parse(const char *buf, size_t len, const char *fname,
 		 struct job_def *jd, struct cb_err *err);
 
-/* Checks that need no file: a command given, gpus and gpu_count
- * consistent (gpu_count, when both are set, must equal ngpus), env
+/* Checks that need no file: a command given, share with
+ * gpu_memory_mib, gpus and gpu_count consistent (gpu_count, when both are set, must equal ngpus), env
  * names valid.  Same error form with FNAME and no line. */
 int jobdef_check(const struct job_def *jd, const char *fname, struct cb_err *err);
 

@@ -68,6 +68,8 @@ static int spec_add_job(struct wire_rec *w, const struct job *j, const struct at
 	r |= wire_addf(w, "grace", "%lld",
 		       def->set & JF_GRACE ? def->checkpoint_grace_seconds : (long long)DEFAULT_GRACE);
 	r |= wire_addf(w, "resumable", "%d", def->resume_command ? 1 : 0);
+	if (def->share)
+		r |= wire_add(w, "share", "1") | wire_addf(w, "memory", "%lld", def->gpu_memory_mib);
 	return r ? -1 : 0;
 }
 

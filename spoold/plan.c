@@ -7,7 +7,7 @@
 
 #include "plan.h"
 
-enum { TAKEN = 1, HELD = 2 };
+enum { TAKEN = 1, HELD = 2, SHARED = 4 };   /* SHARED: a sharing job placed on it */
 
 /* What a pass keeps as it goes: per card of every node, TAKEN and HELD. */
 struct pass {
@@ -18,9 +18,13 @@ struct pass {
 	unsigned char *victim;  /* per run: chosen by a preemption of this pass */
 	unsigned char *freed;   /* per card of one node: leased by a victim */
 	int *scratch;           /* cards fits() writes for a preemption */
+	size_t *nsh;            /* per card: sharing jobs this pass placed there */
+	long long *shmem;       /* ... and the MiB they take */
 	unsigned char *card;    /* node K's cards are card[base[K]...] */
 	size_t *base;
-	size_t ncards;          /* all cards: the most one pass can place */
+	size_t ncards;          /* all cards */
+	size_t cap;             /* the most cards one pass can place: each card as
+				   many times as its node lets jobs share it */
 };
 
 long plan_slot(const struct gpu_info *g, size_t n, int index)
@@ -82,9 +86,42 @@ static size_t free_cards(const struct pass *p, size_t k, const struct plan_job *
 	return c;
 }
 
+/* The MiB the sharing jobs on card G declare (those running, by their
+ * leases). */
+static long long shared_mem(const struct pass *p, const struct gpu_info *g)
+{
+	long long m = 0;
+
+	for (size_t s = 0; s < g->nshares; s++)
+		for (size_t r = 0; r < p->in->nruns; r++)
+			if (!strcmp(p->in->runs[r].aid, g->shares[s]))
+				m += p->in->runs[r].mem;
+	return m;
+}
+
+/* May sharing job J join card slot I of node K (plan.h): shared by
+ * fewer than the node's max_jobs_per_gpu queue jobs, all sharing; their
+ * declared memory and J's within the card's total; its free memory at
+ * least J's.  A card with no holder must be idle. */
+static int share_ok(const struct pass *p, const struct plan_job *j, size_t k, size_t i)
+{
+	const struct plan_node *n = &p->in->nodes[k];
+	const struct gpu_info *g = &n->gpus[i];
+	size_t c = p->base[k] + i, holders = g->nshares + p->nsh[c];
+
+	if (g->lease || (p->card[c] & (TAKEN | HELD)))
+		return 0;
+	if (!holders)
+		return gpu_idle(g, n->conf->idle_mib);
+	return (long long)holders < n->conf->max_jobs_per_gpu && g->mem_total >= 0 && g->mem_used >= 0 &&
+	       shared_mem(p, g) + p->shmem[c] + j->mem <= g->mem_total &&
+	       g->mem_total - g->mem_used - p->shmem[c] >= j->mem;
+}
+
 /* May J have card slot I of node K: eligible, big enough, neither
  * taken nor held in this pass, kept for nobody else, and idle -- or,
- * with FREED (a preemption's look), leased by one of its victims? */
+ * with FREED (a preemption's look), leased by one of its victims; for
+ * a sharing job, share_ok? */
 static int free_for(const struct pass *p, const struct plan_job *j, size_t k, size_t i,
 		    const unsigned char *freed)
 {
@@ -92,9 +129,11 @@ static int free_for(const struct pass *p, const struct plan_job *j, size_t k, si
 	const struct gpu_info *g = &n->gpus[i];
 	long long kept = kept_for(p, k, g->index);
 
-	return gpu_eligible(n->conf, g->index) && !p->card[p->base[k] + i] && big_enough(j, g) &&
-	       (!kept || kept == j->id) &&
-	       (gpu_idle(g, n->conf->idle_mib) || (freed && freed[i]));
+	if (!gpu_eligible(n->conf, g->index) || !big_enough(j, g) || (kept && kept != j->id))
+		return 0;
+	if (j->share && share_ok(p, j, k, i))
+		return 1;
+	return !p->card[p->base[k] + i] && (gpu_idle(g, n->conf->idle_mib) || (freed && freed[i]));
 }
 
 /* J's cards on node K, written to OUT (indices); 1 when they are free
@@ -107,7 +146,7 @@ static int fits(const struct pass *p, const struct plan_job *j, size_t k, int *o
 
 	/* OUT has room for the cards not placed yet, all a job can get
 	 * (only a pinned index given twice could ask for more). */
-	if ((size_t)j->need > p->ncards - p->out->ncards)
+	if ((size_t)j->need > p->cap - p->out->ncards)
 		return 0;
 	if (j->ngpus) {
 		for (size_t i = 0; i < j->ngpus; i++) {
@@ -125,9 +164,11 @@ static int fits(const struct pass *p, const struct plan_job *j, size_t k, int *o
 	return got == (size_t)j->need;
 }
 
-/* Job J goes to node K with the cards fits() wrote. */
-static void take(struct pass *p, size_t j, size_t k)
+/* Job J goes to node K with the cards fits() wrote.  How many of them
+ * were free (counted in the pass's free cards). */
+static size_t take(struct pass *p, size_t j, size_t k)
 {
+	size_t was_free = 0;
 	const struct plan_node *n = &p->in->nodes[k];
 	struct plan_out *o = p->out;
 	size_t need = (size_t)p->in->jobs[j].need;
@@ -135,12 +176,22 @@ static void take(struct pass *p, size_t j, size_t k)
 
 	for (size_t c = 0; c < need; c++) {
 		long s = plan_slot(n->gpus, n->ngpus, cards[c]);
+		size_t at = p->base[k] + (size_t)s;
 
-		if (s >= 0)
-			p->card[p->base[k] + (size_t)s] |= TAKEN;
+		if (s < 0)
+			continue;
+		was_free += free_card(p, k, (size_t)s);
+		if (!p->in->jobs[j].share) {
+			p->card[at] |= TAKEN;
+			continue;
+		}
+		p->card[at] |= SHARED;
+		p->nsh[at]++;
+		p->shmem[at] += p->in->jobs[j].mem;
 	}
 	o->place[o->nplace++] = (struct plan_place){ .job = j, .node = k, .cards = cards, .ncards = need };
 	o->ncards += need;
+	return was_free;
 }
 
 static void hold_card(struct pass *p, size_t j, size_t k, size_t i)
@@ -448,31 +499,38 @@ int plan(const struct plan_in *in, long long now, struct plan_out *out)
 	struct pass p = { .in = in, .out = out, .now = now };
 	size_t maxg = 0;
 	long long starve = in->reserve_after_seconds * 1000;
-	size_t nfree = 0, ncpu = 0;
+	size_t nfree = 0, ncpu = 0, nshare = 0;
 
 	memset(out, 0, sizeof *out);
 	for (size_t k = 0; k < in->nnodes; k++) {
 		p.ncards += in->nodes[k].ngpus;
+		p.cap += in->nodes[k].ngpus * (size_t)(in->nodes[k].conf->max_jobs_per_gpu > 1 ?
+						       in->nodes[k].conf->max_jobs_per_gpu : 1);
 		if (in->nodes[k].ngpus > maxg)
 			maxg = in->nodes[k].ngpus;
 	}
-	for (size_t j = 0; j < in->njobs; j++)
+	for (size_t j = 0; j < in->njobs; j++) {
 		ncpu += in->jobs[j].need == 0 && !in->jobs[j].held && !in->jobs[j].blocked &&
 			in->jobs[j].begin <= now;
+		nshare += in->jobs[j].share;
+	}
 	p.card = calloc(p.ncards + 1, 1);
 	p.base = malloc((in->nnodes + 1) * sizeof *p.base);
 	p.running = malloc((in->ngroups + 1) * sizeof *p.running);
 	p.victim = calloc(in->nruns + 1, 1);
 	p.freed = malloc(maxg + 1);
 	p.scratch = malloc((p.ncards + 1) * sizeof *p.scratch);
+	p.nsh = calloc(p.ncards + 1, sizeof *p.nsh);
+	p.shmem = calloc(p.ncards + 1, sizeof *p.shmem);
 	out->preempt = malloc((in->njobs + 1) * sizeof *out->preempt);
 	out->victims = malloc((in->nruns + 1) * sizeof *out->victims);
 	out->pcards = malloc((p.ncards + 1) * sizeof *out->pcards);
-	out->cards = malloc((p.ncards + 1) * sizeof *out->cards);
+	out->cards = malloc((p.cap + 1) * sizeof *out->cards);
 	out->hold = malloc((p.ncards + 1) * sizeof *out->hold);
 	out->place = malloc((in->njobs + 1) * sizeof *out->place);
 	out->why = malloc((in->njobs + 1) * sizeof *out->why);
-	if (!p.card || !p.base || !p.running || !p.victim || !p.freed || !p.scratch || !out->cards ||
+	if (!p.card || !p.base || !p.running || !p.victim || !p.freed || !p.scratch || !p.nsh ||
+	    !p.shmem || !out->cards ||
 	    !out->hold || !out->place || !out->why || !out->preempt || !out->victims || !out->pcards)
 		goto oom;
 	for (size_t g = 0; g < in->ngroups; g++)
@@ -491,15 +549,14 @@ int plan(const struct plan_in *in, long long now, struct plan_out *out)
 			continue;
 		/* No free card and no CPU job left: nothing more can be
 		 * placed, and the pass costs the work, not the queue. */
-		if (!nfree && !ncpu && !in->preempt) {
+		if (!nfree && !ncpu && !in->preempt && !nshare) {
 			out->waiting = 1;
 			break;
 		}
 		if (job->need == 0)
 			ncpu--;
 		if ((k = node_for(&p, job)) < in->nnodes) {
-			take(&p, j, k);
-			nfree -= (size_t)job->need;
+			nfree -= take(&p, j, k);
 			if (job->group)
 				p.running[job->group - 1]++;
 			continue;
@@ -532,6 +589,8 @@ int plan(const struct plan_in *in, long long now, struct plan_out *out)
 	free(p.victim);
 	free(p.freed);
 	free(p.scratch);
+	free(p.nsh);
+	free(p.shmem);
 	return 0;
 oom:
 	free(p.card);
@@ -540,6 +599,8 @@ oom:
 	free(p.victim);
 	free(p.freed);
 	free(p.scratch);
+	free(p.nsh);
+	free(p.shmem);
 	plan_free(out);
 	return -1;
 }

@@ -93,6 +93,7 @@ struct plan_job {
 	long long prio;         /* its priority (preemption: only of lower ones) */
 	long long need;         /* cards; 0: a CPU job */
 	long long mem;          /* MiB: only cards with this much memory in all (0: any) */
+	int share;              /* may share a card with other sharing jobs, taking MEM of it */
 	long long queued_at;    /* wall ms */
 	const int *gpus;        /* pinned indices (distinct; NGPUS = NEED), or NULL */
 	size_t ngpus;
@@ -120,6 +121,8 @@ struct plan_run {
 	long long started;      /* wall ms (0: not yet) */
 	int resumable;          /* it has a resume_command */
 	int yielding;           /* asked to give its cards back already */
+	int share;              /* it shares its cards, taking MEM MiB of each */
+	long long mem;
 };
 
 /* Card INDEX of NODE is kept for job JOB (a preemption freed it). */

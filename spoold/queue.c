@@ -162,6 +162,7 @@ struct qent *qent_from_job(const struct job *j, const char *name)
 	e->queued_at = j->queued_at;
 	e->need = jobdef_gpu_need(&j->def);
 	e->mem = j->def.gpu_memory_mib;
+	e->share = j->def.share;
 	e->held = j->def.hold;
 	e->begin = j->def.begin;
 	e->group = j->max_running ? j->array_id : 0;
@@ -238,6 +239,8 @@ int r_add(struct daemon *d, const struct job *j, const char *aid, size_t node, i
 	e->group = j->max_running ? j->array_id : 0;
 	e->resumable = j->def.resume_command != NULL;
 	e->prio = j->priority;
+	e->share = j->def.share;
+	e->mem = j->def.gpu_memory_mib;
 	e->started = launching ? 0 : j->started;
 	e->grace = j->def.checkpoint_grace_seconds;
 	e->yield_why = NULL;

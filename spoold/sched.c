@@ -55,10 +55,16 @@ static int wants_query(const struct daemon *d, const struct node *n)
 	if (!n->known || !n->reachable || d->cfg.preempt)
 		return 1;
 	for (size_t i = 0; i < n->ngpus; i++) {
-		const char *l = n->gpus[i].lease;
+		const struct gpu_info *g = &n->gpus[i];
+		int ours = g->lease || g->nshares;
 
-		if (gpu_eligible(n->conf, n->gpus[i].index) &&
-		    (!l || strncmp(l, d->sp.id, len) || l[len] != '-'))
+		if (g->lease)
+			ours = !strncmp(g->lease, d->sp.id, len) && g->lease[len] == '-';
+		for (size_t s = 0; s < g->nshares; s++)
+			ours &= !strncmp(g->shares[s], d->sp.id, len) && g->shares[s][len] == '-';
+		/* A card shared with room for more: asked, for its memory. */
+		if (gpu_eligible(n->conf, g->index) &&
+		    (!ours || (g->nshares && (long long)g->nshares < n->conf->max_jobs_per_gpu)))
 			return 1;
 	}
 	return 0;
@@ -89,12 +95,25 @@ static void lease_ended(struct node *n, size_t i)
 	g->mem_used = 0;
 }
 
-/* Every card of N's snapshot that AID held is free. */
+/* Every card of N's snapshot that AID held is free (of it: a card
+ * shared with others is free once the last has gone; till the next
+ * query the memory they use is a guess). */
 static void leases_ended(struct node *n, const char *aid)
 {
-	for (size_t i = 0; i < n->ngpus; i++)
-		if (n->gpus[i].lease && !strcmp(n->gpus[i].lease, aid))
+	for (size_t i = 0; i < n->ngpus; i++) {
+		struct gpu_info *g = &n->gpus[i];
+
+		if (g->lease && !strcmp(g->lease, aid))
 			lease_ended(n, i);
+		for (size_t s = 0; s < g->nshares; s++)
+			if (!strcmp(g->shares[s], aid)) {
+				free(g->shares[s]);
+				g->shares[s] = g->shares[--g->nshares];
+				if (!g->nshares)
+					lease_ended(n, i);
+				break;
+			}
+	}
 }
 
 /*
@@ -250,7 +269,8 @@ static void plan_runs(const struct daemon *d, struct plan_run *v)
 
 		v[i] = (struct plan_run){ .id = e->id, .node = e->node, .aid = e->aid, .prio = e->prio,
 					  .started = e->launching ? 0 : e->started,
-					  .resumable = e->resumable, .yielding = e->yield_why != NULL };
+					  .resumable = e->resumable, .yielding = e->yield_why != NULL,
+					  .share = e->share, .mem = e->mem };
 	}
 }
 
@@ -323,6 +343,7 @@ static struct plan_in plan_input(struct daemon *d, struct plan_job *jobs,
 		const struct qent *e = d->q[i];
 
 		jobs[i] = (struct plan_job){ .id = e->id, .prio = e->prio, .need = e->need, .mem = e->mem,
+					     .share = e->share,
 					     .queued_at = e->queued_at,
 					     .gpus = e->gpus, .ngpus = e->ngpus, .node = e->node,
 					     .never_noted = e->never_noted, .held = e->held,
@@ -359,14 +380,25 @@ static void leases_taken(struct node *n, const int *cards, size_t ncards, const 
 {
 	for (size_t c = 0; e && c < ncards; c++) {
 		long s = plan_slot(n->gpus, n->ngpus, cards[c]);
-		char *aid;
+		struct gpu_info *g = s >= 0 ? &n->gpus[s] : NULL;
+		char *aid, **v = NULL;
 
-		if (s < 0 || !(aid = strdup(e->aid))) {
+		if (!g || !(aid = strdup(e->aid)) ||
+		    (e->share && !(v = realloc(g->shares, (g->nshares + 1) * sizeof *v)))) {
+			if (g && v == NULL && e->share)
+				free(aid);
 			n->fresh = 0;   /* cannot be shown: ask the node */
 			continue;
 		}
-		free(n->gpus[s].lease);
-		n->gpus[s].lease = aid;
+		if (!e->share) {
+			free(g->lease);
+			g->lease = aid;
+			continue;
+		}
+		/* A sharer: one more holder, and what it takes. */
+		g->shares = v;
+		g->shares[g->nshares++] = aid;
+		g->mem_used += e->mem;
 	}
 }
 

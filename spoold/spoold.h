@@ -105,6 +105,7 @@ struct qent {
 	char *name;                     /* its file in queued/ */
 	long long need;                 /* cards */
 	long long mem;                  /* MiB each card must have, or 0 */
+	int share;                      /* may share its cards (with `mem`: what it takes) */
 	int *gpus;                      /* pinned indices, or NULL */
 	size_t ngpus;
 	char *node;                     /* pinned (or checkpoint) node, or NULL */
@@ -125,6 +126,8 @@ struct rent {
 	long long group;                /* its array's first ID, when the array has a limit */
 	int resumable;                  /* it has a resume_command */
 	long long prio, started;        /* its priority; wall ms it started (0: not yet) */
+	int share;                      /* it shares its cards, taking MEM MiB of each */
+	long long mem;
 	long long grace;                /* its checkpoint_grace_seconds */
 	char *yield_why;                /* asked to yield its cards (a drain, a preemption):
 					   the reason, or NULL */

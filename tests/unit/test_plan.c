@@ -712,6 +712,84 @@ static void test_preempt(void)
 	CHECK_STR(preempted(), "");
 }
 
+/* Sharing: sharing jobs together on a card while fewer than the node's
+ * max_jobs_per_gpu hold it, their declared memory within its total and
+ * its free memory enough; an exclusive job never beside them; no
+ * sharer on a card a process from outside uses. */
+static char share_aid[2][16] = { "0123abcd-60-0", "0123abcd-61-0" };
+static char *shares0[2] = { share_aid[0], share_aid[1] };
+
+static struct plan_job *sharer(long long mem)
+{
+	struct plan_job *j = add(1);
+
+	j->share = 1;
+	j->mem = mem;
+	return j;
+}
+
+static void test_share(void)
+{
+	setup(1, 2, "");
+	conf[0].max_jobs_per_gpu = 2;
+	sharer(20000);
+	sharer(20000);
+	sharer(20000);
+	add(1);         /* exclusive: never beside a sharer */
+	PLAN(NOW, "1@a:0 2@a:0 3@a:1", "");
+	CHECK(out.waiting);
+	/* The default, 1 per card: sharing jobs get a card each. */
+	conf[0].max_jobs_per_gpu = 1;
+	PLAN(NOW, "1@a:0 2@a:1", "");
+
+	/* Running sharers: their declared memory counts, and the card's
+	 * free memory. */
+	setup(1, 1, "");
+	conf[0].max_jobs_per_gpu = 4;
+	gpu[0][0].shares = shares0;
+	gpu[0][0].nshares = 1;
+	gpu[0][0].mem_used = 20000;
+	gpu[0][0].procs = 1;
+	runs[0] = (struct plan_run){ .id = 60, .aid = share_aid[0], .share = 1, .mem = 20000,
+				     .started = LONG_AGO };
+	in.runs = runs;
+	in.nruns = 1;
+	sharer(60000);
+	PLAN(NOW, "1@a:0", "");
+	job[0].mem = 61921;
+	PLAN(NOW, "", "");
+	/* Declared 20000, but it uses 70000: 11920 free. */
+	gpu[0][0].mem_used = 70000;
+	job[0].mem = 20000;
+	PLAN(NOW, "", "");
+	job[0].mem = 11920;
+	PLAN(NOW, "1@a:0", "");
+	/* Full: as many holders as max_jobs_per_gpu. */
+	gpu[0][0].mem_used = 20000;
+	gpu[0][0].nshares = 2;
+	runs[1] = (struct plan_run){ .id = 61, .aid = share_aid[1], .share = 1, .mem = 1000 };
+	in.nruns = 2;
+	conf[0].max_jobs_per_gpu = 2;
+	PLAN(NOW, "", "");
+	conf[0].max_jobs_per_gpu = 3;
+	PLAN(NOW, "1@a:0", "");
+	/* An exclusive job does not land there. */
+	job[0].share = 0;
+	PLAN(NOW, "", "");
+	gpu[0][0].shares = NULL;
+	gpu[0][0].nshares = 0;
+
+	/* A process from outside on a card nobody leases: no sharer;
+	 * an exclusive lease: no sharer. */
+	setup(1, 2, "a0");
+	conf[0].max_jobs_per_gpu = 2;
+	gpu[0][1].lease = share_aid[0];
+	sharer(100);
+	PLAN(NOW, "", "");
+	gpu[0][1].lease = NULL;
+	PLAN(NOW, "1@a:1", "");
+}
+
 /* Memory: a job with `mem` only on cards with that much in all (an
  * unknown total is not enough); one no card can hold says so and holds
  * nothing; a starving one holds only cards big enough. */
@@ -855,6 +933,7 @@ int main(void)
 	test_groups();
 	test_memory();
 	test_preempt();
+	test_share();
 	plan_free(&out);
 	return T_DONE();
 }
