@@ -14,7 +14,7 @@ _cardbaton_subcommands="run submit status logs promote pause resume cancel hold 
 _cardbaton_flags() {
 	case $1 in
 	run|spoold) echo "--config --once --public-key --help" ;;
-	submit) echo "--config --job --node --gpus --gpu-count --gpu-memory --priority --timeout --cwd --name --resume-command --env --hold --begin --after --after-any --array --param --max-running --help" ;;
+	submit) echo "--config --job --node --gpus --gpu-count --gpu-memory --share --priority --timeout --cwd --name --resume-command --env --hold --begin --after --after-any --array --param --max-running --help" ;;
 	status) echo "--config --json --all --help" ;;
 	logs) echo "--config --attempt -f --help" ;;
 	promote) echo "--config --priority --help" ;;

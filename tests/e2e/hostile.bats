@@ -384,7 +384,7 @@ asan() { ldd "$CB_BUILD/cardbaton-submit" 2>/dev/null | grep -q libasan; }
 	nothing_queued
 }
 
-@test "array, sweep and memory fields: bad specs, params, limits and combinations are 65 naming the field; rejected in new/; their flags 64" {
+@test "array, sweep, memory and share fields: bad specs, params, limits and combinations are 65 naming the field; rejected in new/; their flags 64" {
 	make_spool
 	local cases=(
 		"array: '3-1'|wa1.job:2: array: not an array spec (A-B, A-B:STEP or I,J,K, then %K if wanted)"
@@ -403,6 +403,8 @@ asan() { ldd "$CB_BUILD/cardbaton-submit" 2>/dev/null | grep -q libasan; }
 		"gpu_memory_mib: 0|wa14.job:2: gpu_memory_mib: must be between 1 and 16777216"
 		"gpu_memory_mib: 16777217|wa15.job:2: gpu_memory_mib: must be between 1 and 16777216"
 		"gpu_memory_mib: 60G|wa16.job:2: gpu_memory_mib: must be an integer"
+		"share: yes|wa17.job:2: share: must be true or false"
+		"share: true|wa18.job: share: needs gpu_memory_mib (what the job takes of each card)"
 	)
 	local c k=0 line want
 	for c in "${cases[@]}"; do

@@ -92,6 +92,7 @@ static int jd_eq(const struct job_def *a, const struct job_def *b)
 	       a->ngpus == b->ngpus &&
 	       (!a->ngpus || !memcmp(a->gpus, b->gpus, a->ngpus * sizeof *a->gpus)) &&
 	       a->gpu_count == b->gpu_count && a->gpu_memory_mib == b->gpu_memory_mib &&
+	       a->share == b->share &&
 	       a->priority == b->priority &&
 	       a->timeout_seconds == b->timeout_seconds &&
 	       a->checkpoint_grace_seconds == b->checkpoint_grace_seconds &&

@@ -223,6 +223,8 @@ static void test_errors(void)
 		  "config.yaml:4: nodes.w: duplicate key");
 	CHECK_STR(bad("reserve_after_seconds: -5\nnodes: {w: {local: true}}\n"),
 		  "config.yaml:1: reserve_after_seconds: must be between 0 and 315360000");
+	CHECK_STR(bad("nodes: {w: {local: true, max_jobs_per_gpu: 0}}\n"),
+		  "config.yaml:1: nodes.w.max_jobs_per_gpu: must be between 1 and 64");
 	CHECK_STR(bad("preemption: yes\nnodes: {w: {local: true}}\n"),
 		  "config.yaml:1: preemption: must be a mapping");
 	CHECK_STR(bad("preemption: {enabled: 1}\nnodes: {w: {local: true}}\n"),
