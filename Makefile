@@ -184,7 +184,7 @@ SOAK_JOBS    ?= 500
 SOAK_SEED    ?=
 soak: all
 	tests/soak/soak --build $(B) --seconds $(SOAK_SECONDS) --jobs $(SOAK_JOBS) \
-		$(if $(SOAK_SEED),--seed $(SOAK_SEED))
+		$(if $(SOAK_SEED),--seed $(SOAK_SEED)) $(if $(SOAK_PREEMPT),--preempt)
 
 # ---- install -------------------------------------------------------------
 

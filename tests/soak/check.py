@@ -19,9 +19,12 @@ effects/JOBID, violations) and what the driver did (plan, faults/).
     `cancelled` after a cancel, `lost` after a kill of its attempt's
     worker (`worker_kill`) or of the whole attempt (`attempt_kill`),
     `failed` by a signal after an attempt_kill.
- 3. Run at most once: no job has more than one `start` effect.  A
-    succeeded (or exit-3 failed) job has exactly one `start` and one
-    `end`, both of the attempt the record ends with.  A `start` is never
+ 3. Run at most once: no job has more than one `start` effect (a
+    resumable job of a --preempt run: none per attempt, and each but the
+    last one `paused` in the record after its `pause` effect: it was
+    preempted, and resumed from its checkpoint).  A succeeded (or
+    exit-3 failed) job has exactly one `start` and one `end` of the
+    attempt the record ends with.  A `start` is never
     from an attempt the record calls `aborted` (never started), and it
     ran on the node and the cards the record names.
  4. Truly lost.  A `lost` job's last attempt
@@ -203,7 +206,7 @@ def main():
         v.append(f"cardbaton status --json --all: {e}")
 
     # ---- effects ---------------------------------------------------------
-    starts, ends = {}, {}
+    starts, ends, pauses = {}, {}, {}
     for n in os.listdir(f"{d}/effects"):
         for l in read_lines(f"{d}/effects/{n}"):
             p = l.split()
@@ -213,6 +216,8 @@ def main():
                                                  "pid": p[4], "ms": int(p[5])})
             elif len(p) >= 3 and p[0] == "end":
                 ends.setdefault(n, []).append({"aid": p[1], "ms": int(p[2])})
+            elif len(p) >= 3 and p[0] == "pause":
+                pauses.setdefault(n, set()).add(p[1])
             else:
                 v.append(f"effects/{n}: malformed line {l!r}")
     doubles = []
@@ -289,6 +294,24 @@ def main():
         laid = last["id"] if last else None
         kinds = killed.get(laid, set()) if laid else set()
         js, je = starts.get(jid, []), ends.get(jid, [])
+        # A resumable job's earlier attempts, each preempted: paused in
+        # the record after its pause effect, started once.  The checks
+        # below are of the last attempt's effects.
+        if "--resume-command" in p["desc"]:
+            for x in [s for s in js if s["aid"] != laid]:
+                at = next((t for t in atts if t["id"] == x["aid"]), None)
+                if not at or at["state"] != "paused" or x["aid"] not in pauses.get(jid, set()):
+                    run_twice += 1
+                    v.append(f"{tag}: RUN TWICE: attempt {x['aid']} started, and is "
+                             f"{at and at['state']} without a checkpoint, before {laid}")
+            per = {}
+            for x in js:
+                per[x["aid"]] = per.get(x["aid"], 0) + 1
+            for a2, k in per.items():
+                if k > 1:
+                    run_twice += 1
+                    v.append(f"{tag}: RUN TWICE: attempt {a2} started {k} times")
+            js = [s for s in js if s["aid"] == laid]
         if len(js) > 1:
             run_twice += 1
             v.append(f"{tag}: RUN TWICE: {len(js)} starts: {[x['aid'] for x in js]}")

@@ -14,6 +14,10 @@
 #                   held: another live job had the same card, i.e. the
 #                   card was booked twice.  Nothing else writes it.
 #
+#   (with a 4th argument ck, the job is resumable: it polls its pause
+#   file; asked, it saves the time it has left, appends "pause AID MS"
+#   and exits 75; resumed, it runs what was left)
+#
 # The job ID is the middle part of CARDBATON_ATTEMPT_ID (SPOOLID-JOB-N).
 # bash, not sh: the card locks need descriptors that bash picks itself
 # ({fd}), so that none of those the job inherits from the worker (its
@@ -38,6 +42,25 @@ for u in "${cards[@]}"; do
 	fi
 done
 
-sleep "$dur"
+if [ "${4:-}" = ck ]; then
+	# Tenths of a second left: all of DUR, or what the checkpoint says.
+	left=${dur/./}
+	[ "$dur" = "${dur#*.}" ] && left=$((dur * 10))
+	left=$((10#$left))
+	if [ -n "${CARDBATON_CHECKPOINT:-}" ]; then left=$(cat "$CARDBATON_CHECKPOINT"); fi
+	while [ "$left" -gt 0 ]; do
+		if [ -e "$CARDBATON_PAUSE_FILE" ]; then
+			echo "$left" > "$soak/ck.$aid"
+			printf '{"checkpoint": "%s"}' "$soak/ck.$aid" > "$CARDBATON_CHECKPOINT_READY.tmp"
+			mv "$CARDBATON_CHECKPOINT_READY.tmp" "$CARDBATON_CHECKPOINT_READY"
+			printf 'pause %s %s\n' "$aid" "$(now)" >> "$soak/effects/$job"
+			exit 75
+		fi
+		sleep 0.1
+		left=$((left - 1))
+	done
+else
+	sleep "$dur"
+fi
 printf 'end %s %s\n' "$aid" "$(now)" >> "$soak/effects/$job"
 exit "$code"
