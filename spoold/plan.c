@@ -494,6 +494,18 @@ static int eligible(const struct pass *p, const struct plan_job *j, long long no
 	return 1;
 }
 
+static void pass_free(struct pass *p)
+{
+	free(p->card);
+	free(p->base);
+	free(p->running);
+	free(p->victim);
+	free(p->freed);
+	free(p->scratch);
+	free(p->nsh);
+	free(p->shmem);
+}
+
 int plan(const struct plan_in *in, long long now, struct plan_out *out)
 {
 	struct pass p = { .in = in, .out = out, .now = now };
@@ -583,24 +595,10 @@ int plan(const struct plan_in *in, long long now, struct plan_out *out)
 		if (now - job->queued_at >= starve)
 			hold(&p, j);
 	}
-	free(p.card);
-	free(p.base);
-	free(p.running);
-	free(p.victim);
-	free(p.freed);
-	free(p.scratch);
-	free(p.nsh);
-	free(p.shmem);
+	pass_free(&p);
 	return 0;
 oom:
-	free(p.card);
-	free(p.base);
-	free(p.running);
-	free(p.victim);
-	free(p.freed);
-	free(p.scratch);
-	free(p.nsh);
-	free(p.shmem);
+	pass_free(&p);
 	plan_free(out);
 	return -1;
 }

@@ -17,8 +17,6 @@ teardown() {
 	teardown_common
 }
 
-sub() { cardbaton-submit --config "$C" "$@"; }
-st() { cardbaton-status --config "$C" "$@"; }
 field() { st --json "$1" | json "d['jobs'][0]$2"; }
 njobs() { st --all --json | json 'len(d["jobs"])'; }
 count_state() { st --all --json | json "len([j for j in d['jobs'] if j['state'] == '$1'])"; }

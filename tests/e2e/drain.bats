@@ -32,9 +32,6 @@ teardown() {
 	teardown_common
 }
 
-sub() { cardbaton-submit --config "$C" "$@"; }
-st() { cardbaton-status --config "$C" "$@"; }
-field() { st --json "$1" | json "d['jobs'][0]['$2']"; }
 nodes() { st --json | json "$1"; }
 
 @test "drain --checkpoint: the resumable job checkpoints and waits, the plain one finishes, nothing new starts; undrain resumes it there" {

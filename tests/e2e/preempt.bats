@@ -39,13 +39,6 @@ teardown() {
 	teardown_common
 }
 
-sub() { cardbaton-submit --config "$C" "$@"; }
-st() { cardbaton-status --config "$C" "$@"; }
-field() { st --json "$1" | json "d['jobs'][0]['$2']"; }
-final() {
-	case "$(field "$1" state)" in succeeded|failed|cancelled|lost) return 0 ;; esac
-	return 1
-}
 
 @test "a priority-10 job pauses the priority-0 resumable job on the only card, runs, and the victim resumes with its work intact" {
 	start_daemon

@@ -19,13 +19,6 @@ teardown() {
 	teardown_common
 }
 
-sub() { cardbaton-submit --config "$C" "$@"; }
-st() { cardbaton-status --config "$C" "$@"; }
-field() { st --json "$1" | json "d['jobs'][0]['$2']"; }
-final() {
-	case "$(field "$1" state)" in succeeded|failed|cancelled|lost) return 0 ;; esac
-	return 1
-}
 # A job that runs until $T/$1 exists.
 until_go() { echo "until [ -e '$T/$1' ]; do sleep 0.02; done"; }
 

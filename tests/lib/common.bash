@@ -149,3 +149,14 @@ teardown_common() {
 	# Kill whatever a test left running in its own tree.
 	pkill -KILL -f "$T/" 2>/dev/null || true
 }
+
+# The tools on the test's config ($C): sub (submit), st (status);
+# field ID KEY: a field of job ID's status --json element; final ID:
+# the job has ended.  A file may define its own (the SSH ones do).
+sub() { cardbaton-submit --config "$C" "$@"; }
+st() { cardbaton-status --config "$C" "$@"; }
+field() { st --json "$1" | json "d['jobs'][0]['$2']"; }
+final() {
+	case "$(field "$1" state)" in succeeded|failed|cancelled|lost) return 0 ;; esac
+	return 1
+}
