@@ -435,6 +435,9 @@ def main():
     print(f"soak: jobs {jobs}: " + ", ".join(f"{k} {states[k]}" for k in sorted(states)))
     print(f"soak: faults injected {total_faults}: " + ", ".join(f"{k} {n}" for k, n in counts.items()))
     print(f"soak: lost verdicts {lost_verdicts} (each after the run killed that attempt's worker)")
+    yields = sum(len(x) for x in pauses.values())
+    if yields:
+        print(f"soak: preempted and resumed {yields} times ({len(pauses)} jobs)")
     print(f"soak: jobs lost {lost_unexplained}, run twice {run_twice}, cards double-booked {len(doubles)}, "
           f"violations {len(v)}")
     res = {
@@ -442,6 +445,7 @@ def main():
         "elapsed_seconds": int(meta.get("elapsed", 0)), "drain_seconds": int(meta.get("drain_seconds", 0)),
         "hosts": int(meta.get("hosts", 0)), "jobs": jobs, "states": states,
         "faults": counts, "faults_total": total_faults, "lost_verdicts": lost_verdicts,
+        "yields": sum(len(x) for x in pauses.values()),
         "jobs_lost": lost_unexplained, "run_twice": run_twice, "double_booked": len(doubles),
         "violations": len(v),
     }
