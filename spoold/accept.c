@@ -474,6 +474,7 @@ static int prepare(struct daemon *d, struct sub *s)
 		reject(d, s->in, s->seq, orig, err.msg ? err.msg : "not a job file");
 		cb_err_free(&err);
 		free(buf);
+		jobdef_free(&jd);       /* zeroed already when it did not parse */
 		return 0;
 	}
 	free(buf);
