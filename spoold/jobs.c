@@ -187,6 +187,9 @@ static void follow(struct daemon *d, struct job *j, enum job_state from, enum jo
 	int requeue = ev == EV_PROMOTE || ev == EV_HOLD || ev == EV_RELEASE;
 
 	if (re && node_ev(ev)) {
+		/* Launched onto a node drained meanwhile with --checkpoint:
+		 * a pass asks it to yield. */
+		d->dirty |= re->launching && d->nodes[re->node].drain_ck && re->resumable;
 		re->launching = 0;
 		re->heard_at = mono_now();
 		re->started = j->started;

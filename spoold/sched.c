@@ -435,11 +435,14 @@ void drain_read(struct daemon *d)
 		struct cb_err err = { 0 };
 		int ck, r = spool_drain_get(&d->sp, n->conf->name, &ck, &err);
 
-		if (r < 0) {
-			logmsg("%s", err.msg ? err.msg : "drain: out of memory");
-			cb_err_free(&err);
-			continue;
-		}
+		/* What is not a drain file (a symlink, a directory, ...)
+		 * drains nothing; said once, until it is gone. */
+		if (r < 0 && !n->drain_said)
+			logmsg("%s; not a drain", err.msg ? err.msg : "drain: out of memory");
+		n->drain_said = r < 0;
+		cb_err_free(&err);
+		if (r < 0)
+			r = ck = 0;
 		if (r == n->drained && (!r || ck == n->drain_ck))
 			continue;
 		logmsg(r ? "node %s drained%s" : "node %s undrained", n->conf->name,

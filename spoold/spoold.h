@@ -97,6 +97,7 @@ struct node {
 	int known;                      /* a GPU query has answered: gpus is its picture */
 	int drained, drain_ck;          /* SPOOL/drain/NAME (drain.h): nothing new here;
 					   its resumable jobs yield */
+	int drain_said;                 /* drain/NAME is no drain file: logged */
 };
 
 /* A queued job, as much as scheduling needs. */

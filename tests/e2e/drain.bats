@@ -116,7 +116,8 @@ nodes() { st --json | json "$1"; }
 	echo drain > "$T/elsewhere"
 	ln -s "$T/elsewhere" spool/drain/local
 	kill -HUP "$DAEMON_PID"
-	wait_for 10 'grep -q "drain/local" "$T/daemon.log"'
+	wait_for 10 'grep -q "drain/local.*; not a drain" "$T/daemon.log"'
+	kill -HUP "$DAEMON_PID"
 	id=$(sub -- true)
 	wait_for 10 '[ "$(field "$id" state)" = succeeded ]'
 	[ "$(nodes 'd["nodes"][0]["drained"]')" = False ]
@@ -125,6 +126,8 @@ nodes() { st --json | json "$1"; }
 	id=$(sub -- true)
 	wait_for 10 '[ "$(field "$id" state)" = succeeded ]'
 	rmdir spool/drain/local
+	# Said once while it stays.
+	[ "$(grep -c "drain/local.*; not a drain" "$T/daemon.log")" -le 2 ]
 	printf 'whatever\n' > spool/tmp/d
 	mv spool/tmp/d spool/drain/local
 	wait_for 10 'grep -q "node local drained" "$T/daemon.log"'
