@@ -208,13 +208,14 @@ static int list(struct reading *g, struct cb_err *err)
 			switch (d) {
 			case SD_NEW:
 			case SD_INCOMING:
-				/* A block of an array or sweep: each of its IDs. */
-				c = d == SD_NEW ? name_classify_new(names[i], &prio, &id, &count) : 1;
-				if (c == 0)
+				/* A block of an array or sweep: each of its IDs.
+				 * A name of new/ that holds none is a foreign one,
+				 * or one the daemon ignores. */
+				c = spool_pending_ids(d, names[i], &id, &count);
+				for (long long m = 0; c >= 0 && m < count && !bad; m++)
+					bad = add_ent(g, id + m, d, names[i]) < 0;
+				if (c < 0 && d == SD_NEW && name_classify_new(names[i], &prio, &id, &count) == 0)
 					r->foreign++;
-				if (c > 0 && spool_pending_ids(d, names[i], &id, &count) >= 0)
-					for (long long m = 0; m < count && !bad; m++)
-						bad = add_ent(g, id + m, d, names[i]) < 0;
 				break;
 			case SD_QUEUED:
 				if (name_parse_queued(names[i], &prio, &id) == 0)

@@ -88,12 +88,11 @@ int wait_read(struct spool *sp, struct wait_read *r, struct cb_err *err)
 				/* Everything the daemon will take (LAYOUT.md §2):
 				 * what it ignores is waited for by nobody.  A
 				 * block's name holds all of its IDs. */
-				c = d == SD_NEW ? name_classify_new(names[i], &prio, &id, &count) : 1;
-				if (c >= 0 && d == SD_NEW)
+				c = spool_pending_ids(d, names[i], &id, &count);
+				for (long long m = 0; c >= 0 && m < count && !bad; m++)
+					bad = push(v, nv, &cap, id + m) < 0;
+				if (d == SD_NEW && (c >= 0 || name_classify_new(names[i], &prio, &id, &count) == 0))
 					r->new_jobs++;
-				if (c > 0 && spool_pending_ids(d, names[i], &id, &count) >= 0)
-					for (long long m = 0; m < count && !bad; m++)
-						bad = push(v, nv, &cap, id + m) < 0;
 				break;
 			case SD_QUEUED:
 				if (name_parse_queued(names[i], &prio, &id) < 0)

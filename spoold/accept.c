@@ -317,19 +317,25 @@ static char *dep_problem(struct daemon *d, const struct job_def *jd, long long i
 	return why;
 }
 
-/* S is dealt with already: a record of its job (each of a block's
- * members) exists.  The crash fell between writing the records and
- * the unlink: the file is removed. */
-static int leftover(struct daemon *d, const struct sub *s)
+/* How many of S's jobs have a record already (after a crash between
+ * writing them and the unlink). */
+static long long recorded(struct daemon *d, const struct sub *s)
 {
+	long long n = 0;
+
 	for (long long m = 0; m < s->count; m++)
-		if (!record_exists(d, s->seq + m))
-			return 0;
+		n += record_exists(d, s->seq + m);
+	return n;
+}
+
+/* S is dealt with already (every one of its jobs is recorded): the
+ * file is removed. */
+static void leftover(struct daemon *d, const struct sub *s)
+{
 	if (unlinkat(d->sp.dir[SD_INCOMING], s->in, 0) < 0 && errno != ENOENT)
 		logmsg("incoming/%s: %s; left in place", s->in, strerror(errno));
 	else
 		logmsg("incoming/%s: job %lld has a record already; removed", s->in, s->seq);
-	return 1;
 }
 
 /*
@@ -448,15 +454,16 @@ static int prepare(struct daemon *d, struct sub *s)
 	char *buf = NULL, *why;
 	const char *orig = s->orig ? s->orig : s->in, *mwhy;
 	size_t len;
-	int bad = 0, some = 0, k;
-	struct stat st;
-
-	if (leftover(d, s))
-		return 0;
+	long long done = recorded(d, s);
 	/* A block some of whose members were queued before a crash is
 	 * accepted already: the rest follow, whatever has changed. */
-	for (long long m = 0; s->block && m < s->count; m++)
-		some |= record_exists(d, s->seq + m);
+	int bad = 0, some = done > 0, k;
+	struct stat st;
+
+	if (done == s->count) {
+		leftover(d, s);
+		return 0;
+	}
 	/* What is not a regular file is refused unopened (LAYOUT.md §1):
 	 * opening a device may do something; read_capped checks again. */
 	if (fstatat(d->sp.dir[SD_INCOMING], s->in, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
