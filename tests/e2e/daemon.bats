@@ -545,9 +545,17 @@ dead_node() {
 		rm -rf "$T/spool"
 		cardbaton-spoold --config "$C" 2>>"$T/early.log" &
 		pid=$!
-		# As soon as its libraries are mapped: before main() has read
-		# its config or opened the spool.
-		until grep -qs libc.so "/proc/$pid/maps"; do :; done
+		# As soon as main() has blocked it (its first statement; before
+		# that the process is the loader's, and the default action is
+		# all there is): before it has read its config or opened the
+		# spool.  SIGTERM is signal 15: bit 0x4000 of SigBlk.
+		# (A daemon that never blocks it gets the signal after 10 s,
+		# and dies of it.)
+		end=$((SECONDS + 10))
+		until sigblk=$(sed -n 's/^SigBlk:\t//p' "/proc/$pid/status" 2>/dev/null) &&
+			[ -n "$sigblk" ] && (( 0x$sigblk & 0x4000 )); do
+			[ "$SECONDS" -lt "$end" ] && kill -0 "$pid" 2>/dev/null || break
+		done
 		kill -TERM "$pid"
 		rc=0
 		wait "$pid" || rc=$?
