@@ -281,6 +281,10 @@ static int listed(const int *v, size_t n, int x)
  * or enough cards)?  NULL, or the reason why not (static text). */
 static const char *node_fits(const struct node_conf *nc, const struct job_def *jd)
 {
+	if (nc->slurm_partition && (jd->set & JF_GPUS))
+		return "a Slurm node takes no pinned GPUs (Slurm picks the cards)";
+	if (nc->slurm_partition && jd->gpu_memory_mib)
+		return "a Slurm node takes no gpu_memory_mib (Slurm does not say how much a card has)";
 	if (!nc->has_gpus)
 		return NULL;
 	if (jd->set & JF_GPUS) {
@@ -317,6 +321,8 @@ static void check_placement(const struct config *c, const struct job_def *jd)
 			return;
 	if (jd->set & JF_GPUS)
 		die(EX_DATAERR_, "no node in %s may use the pinned GPUs", cfg);
+	if (jd->gpu_memory_mib)
+		die(EX_DATAERR_, "no node in %s may take gpu_memory_mib", cfg);
 	die(EX_DATAERR_, "no node in %s has %lld eligible GPUs", cfg, jobdef_gpu_need(jd));
 }
 

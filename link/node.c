@@ -180,8 +180,39 @@ fail:
 	return NULL;
 }
 
+static char **worker_argv(const struct config *c, const struct node_conf *nc,
+			  const char *const *args);
+
+/* A Slurm node's worker is told its partition and sbatch's arguments
+ * before the command (worker/slurm.c). */
 char **node_argv(const struct config *c, const struct node_conf *nc,
 		 const char *const *args)
+{
+	const char **all;
+	size_t nargs = 0, k = 0;
+	char **v;
+
+	if (!nc->slurm_partition)
+		return worker_argv(c, nc, args);
+	while (args[nargs])
+		nargs++;
+	if (!(all = calloc(nargs + 2 * nc->nsbatch_args + 3, sizeof *all)))
+		return NULL;
+	all[k++] = "--slurm";
+	all[k++] = nc->slurm_partition;
+	for (size_t i = 0; i < nc->nsbatch_args; i++) {
+		all[k++] = "--sbatch-arg";
+		all[k++] = nc->sbatch_args[i];
+	}
+	for (size_t i = 0; i < nargs; i++)
+		all[k++] = args[i];
+	v = worker_argv(c, nc, all);
+	free(all);
+	return v;
+}
+
+static char **worker_argv(const struct config *c, const struct node_conf *nc,
+			  const char *const *args)
 {
 	struct sbuf cmd = { 0 };
 	size_t nargs = 0, n = 0;

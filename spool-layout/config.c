@@ -167,6 +167,41 @@ static int set_argv(const struct yx_ctx *c, const struct yx_node *v, const struc
 	return 0;
 }
 
+/* slurm: {partition: P, sbatch_args: [..], max_jobs: N}. */
+static int parse_slurm(const struct yx_ctx *c, const struct yx_node *v,
+		       const struct yx_path *p, struct node_conf *nc)
+{
+	if (yx_map(c, v, p))
+		return -1;
+	for (size_t i = 0; i < v->n; i += 2) {
+		const struct yx_node *k = &v->kids[i], *x = &v->kids[i + 1];
+		struct yx_path kp = { p, k->s, -1 };
+		int r;
+
+		if (!strcmp(k->s, "partition")) {
+			r = set_str(c, x, &kp, &nc->slurm_partition);
+			if (r == 0 && (nc->slurm_partition[0] == '-' ||
+				       strpbrk(nc->slurm_partition, " \t\n/,'\"\\")))
+				r = yx_fail(c, x, &kp, "must be a partition name (no blanks, '/', ',' or "
+					    "quotes, not beginning with '-')");
+		} else if (!strcmp(k->s, "sbatch_args")) {
+			yx_strv_free(nc->sbatch_args, nc->nsbatch_args);
+			nc->sbatch_args = NULL;
+			nc->nsbatch_args = 0;
+			r = yx_str_list(c, x, &kp, MAX_HOOK_ARGS, &nc->sbatch_args, &nc->nsbatch_args);
+		} else if (!strcmp(k->s, "max_jobs")) {
+			r = yx_int(c, x, &kp, 1, MAX_SLURM_JOBS, &nc->max_jobs);
+		} else {
+			r = yx_fail(c, k, &kp, "unknown key");
+		}
+		if (r)
+			return -1;
+	}
+	if (!nc->slurm_partition)
+		return yx_fail(c, v, p, "needs partition");
+	return 0;
+}
+
 static int parse_node(const struct yx_ctx *c, const struct yx_node *k,
 		      const struct yx_node *v, const struct yx_path *np,
 		      struct node_conf *nc)
@@ -203,6 +238,8 @@ static int parse_node(const struct yx_ctx *c, const struct yx_node *k,
 			r = set_str(c, vv, &p, &nc->public_key);
 		} else if (!strcmp(key, "on_finish")) {
 			r = set_argv(c, vv, &p, MAX_HOOK_ARGS, &nc->on_finish, &nc->non_finish);
+		} else if (!strcmp(key, "slurm")) {
+			r = parse_slurm(c, vv, &p, nc);
 		} else {
 			r = yx_fail(c, kk, &p, "unknown key");
 		}
@@ -211,6 +248,16 @@ static int parse_node(const struct yx_ctx *c, const struct yx_node *k,
 	}
 	if (nc->ssh && nc->local)
 		return yx_fail(c, k, np, "ssh and local: true are exclusive");
+	if (nc->slurm_partition) {
+		/* Slurm picks the cards and never shares them. */
+		if (nc->has_gpus)
+			return yx_fail(c, k, np, "a Slurm node takes no gpus: list (Slurm picks the cards)");
+		if (nc->max_jobs_per_gpu != 1)
+			return yx_fail(c, k, np, "a Slurm node takes no max_jobs_per_gpu (Slurm does "
+				       "not share cards)");
+		if (!nc->ssh)
+			nc->local = 1;  /* Slurm's commands run here */
+	}
 	if (!nc->ssh && !nc->local)
 		return yx_fail(c, k, np, "needs ssh or local: true");
 	return 0;
@@ -524,6 +571,8 @@ void config_free(struct config *c)
 		free(n->ssh);
 		free(n->gpus);
 		free(n->public_key);
+		free(n->slurm_partition);
+		yx_strv_free(n->sbatch_args, n->nsbatch_args);
 	}
 	free(c->nodes);
 	memset(c, 0, sizeof *c);

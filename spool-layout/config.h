@@ -11,6 +11,7 @@
 
 #define DEFAULT_IDLE_MIB 64
 #define MAX_JOBS_PER_GPU 64
+#define MAX_SLURM_JOBS 1000000 /* slurm.max_jobs at most */
 #define DEFAULT_RESERVE_AFTER 300
 #define DEFAULT_MIN_RUNTIME 300         /* preemption: min_runtime_seconds */
 #define DEFAULT_REMOTE_STATE_DIR "~/.local/state/sshgpu-queue"
@@ -28,6 +29,13 @@ struct node_conf {
 	char *public_key;       /* as written (may start with ~) */
 	char **on_finish;       /* its own on_finish argv, or NULL: the top level's */
 	size_t non_finish;
+	/* slurm: {partition, sbatch_args, max_jobs}: the node is a Slurm
+	 * partition, reached through Slurm's commands on the login node
+	 * `ssh` names, or here (then `local` is set) */
+	char *slurm_partition;  /* NULL: not a Slurm node */
+	char **sbatch_args;
+	size_t nsbatch_args;
+	long long max_jobs;     /* our jobs in Slurm at once at most; 0: no limit */
 };
 
 struct config {

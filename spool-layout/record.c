@@ -172,7 +172,9 @@ static cJSON *attempt_json(const struct attempt *a)
 	    add_str(o, "state", att_state_name(a->state)) ||
 	    add_exit(o, a->has_exit, a->exit_code) || add_str(o, "reason", a->reason) ||
 	    add_time(o, "started", a->started, 1) || add_time(o, "finished", a->finished, 1) ||
-	    add_str(o, "log", a->log) || add_str(o, "checkpoint", a->checkpoint)) {
+	    add_str(o, "log", a->log) || add_str(o, "checkpoint", a->checkpoint) ||
+	    (a->slurm_job && add_str(o, "slurm_job", a->slurm_job)) ||
+	    (a->host && add_str(o, "host", a->host))) {
 		cJSON_Delete(o);
 		return NULL;
 	}
@@ -221,11 +223,12 @@ static int add_common(cJSON *o, const struct job *j)
 		return -1;
 	if (a && a->state != AS_ABORTED) {
 		if (add_str(o, "node", a->node) || add_ints(o, "gpus", a->gpus, a->ngpus) ||
-		    add_strs(o, "gpu_uuids", a->uuids, a->nuuids))
+		    add_strs(o, "gpu_uuids", a->uuids, a->nuuids) ||
+		    add_str(o, "slurm_job", a->slurm_job))
 			return -1;
 	} else if (add_str(o, "node", j->def.node) ||
 		   add_ints(o, "gpus", j->def.gpus, j->def.ngpus) ||
-		   add_strs(o, "gpu_uuids", NULL, 0)) {
+		   add_strs(o, "gpu_uuids", NULL, 0) || add_str(o, "slurm_job", NULL)) {
 		return -1;
 	}
 	return add_lls(o, "after", j->def.after, j->def.nafter) ||
@@ -397,7 +400,8 @@ static int attempt_from_json(const cJSON *o, struct attempt *a)
 	    get_strs(o, "gpu_uuids", &a->uuids, &a->nuuids) ||
 	    get_str(o, "reason", &a->reason) || get_ll(o, "started_ms", &a->started, 0) ||
 	    get_ll(o, "finished_ms", &a->finished, 0) || get_str(o, "log", &a->log) ||
-	    get_str(o, "checkpoint", &a->checkpoint) || get_str(o, "state", &st) || !st)
+	    get_str(o, "checkpoint", &a->checkpoint) || get_str(o, "slurm_job", &a->slurm_job) ||
+	    get_str(o, "host", &a->host) || get_str(o, "state", &st) || !st)
 		return -1;
 	r = att_state_parse(st, &a->state);
 	free(st);
@@ -511,6 +515,8 @@ void job_free(struct job *j)
 		free(a->reason);
 		free(a->log);
 		free(a->checkpoint);
+		free(a->slurm_job);
+		free(a->host);
 	}
 	free(j->att);
 	free(j->reason);

@@ -47,6 +47,8 @@ struct attempt {
 	long long started, finished;    /* epoch ms, 0 = not yet */
 	char *log;              /* log path on the node */
 	char *checkpoint;       /* checkpoint path it published, or NULL */
+	char *slurm_job;        /* on a Slurm node: its Slurm job ID, or NULL */
+	char *host;             /* on a Slurm node: the host it ran on, or NULL */
 };
 
 struct job {

@@ -206,6 +206,7 @@ int status_view_of(const struct job *j, int with_json, struct status_view *v)
 	const struct attempt *a = job_last_attempt(j);
 	struct sbuf b = { 0 };
 	const char *node;
+	char *slurm = NULL;
 	int r;
 
 	memset(v, 0, sizeof *v);
@@ -219,7 +220,9 @@ int status_view_of(const struct job *j, int with_json, struct status_view *v)
 	/* Node and cards as status --json reports them: the last attempt's
 	 * placement, else what the job pins. */
 	if (a && a->state != AS_ABORTED) {
-		node = a->node;
+		/* A Slurm node's job: its Slurm job ID beside the node. */
+		node = a->slurm_job && a->node ? (slurm = xasprintf("%s(slurm:%s)", a->node, a->slurm_job))
+					       : a->node;
 		r = a->ngpus ? int_list(&b, a->gpus, a->ngpus) : sbuf_add(&b, "none", 4);
 	} else {
 		long long need = jobdef_gpu_need(&j->def);
@@ -231,8 +234,16 @@ int status_view_of(const struct job *j, int with_json, struct status_view *v)
 			r = need ? sbuf_addf(&b, "any:%lld", need) : sbuf_add(&b, "none", 4);
 	}
 	v->gpus = v->own[0] = b.s;
-	if (r < 0 || view_str(v, 1, node ? node : "-", &v->node) < 0 ||
-	    view_str(v, 2, j->def.name ? j->def.name : "-", &v->name) < 0 ||
+	if (r < 0 || (a && a->slurm_job && a->node && !slurm) ||
+	    view_str(v, 1, node ? node : "-", &v->node) < 0) {
+		free(slurm);
+		goto fail;
+	}
+	if (slurm && v->node == slurm)
+		v->own[1] = slurm;      /* kept: the view's own */
+	else
+		free(slurm);
+	if (view_str(v, 2, j->def.name ? j->def.name : "-", &v->name) < 0 ||
 	    !(v->command = v->own[3] = command_display(&j->def)))
 		goto fail;
 	if (with_json) {

@@ -50,6 +50,13 @@ static int spec_add_job(struct wire_rec *w, const struct job *j, const struct at
 		r |= wire_add(w, "shell", resume ? def->resume_command : def->shell);
 	if (resume)
 		r |= wire_add(w, "checkpoint", j->checkpoint);
+	/* On a Slurm node the checkpoint is on the host the job last ran
+	 * on: the resume goes there (sbatch --nodelist). */
+	for (size_t i = j->natt; resume && nc->slurm_partition && i-- > 0;)
+		if (&j->att[i] != a && j->att[i].host) {
+			r |= wire_add(w, "nodelist", j->att[i].host);
+			break;
+		}
 	if (def->cwd)
 		r |= wire_add(w, "cwd", def->cwd);
 	for (size_t i = 0; i < def->nenv; i++)

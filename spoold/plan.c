@@ -22,6 +22,7 @@ struct pass {
 	long long *shmem;       /* ... and the MiB they take */
 	unsigned char *card;    /* node K's cards are card[base[K]...] */
 	size_t *base;
+	size_t *placed;         /* per node: jobs this pass placed there */
 	size_t ncards;          /* all cards */
 	size_t cap;             /* the most cards one pass can place: each card as
 				   many times as its node lets jobs share it */
@@ -42,7 +43,17 @@ static int usable(const struct plan_node *n)
 
 static int may_use(const struct plan_job *j, const struct plan_node *n)
 {
+	if (n->conf->slurm_partition && (j->ngpus || j->mem || j->share))
+		return 0;
 	return !j->node || !strcmp(j->node, n->conf->name);
+}
+
+/* Has node K room for one more of our jobs (a Slurm node's max_jobs)? */
+static int room(const struct pass *p, size_t k)
+{
+	const struct plan_node *n = &p->in->nodes[k];
+
+	return !n->max_jobs || n->njobs + (long long)p->placed[k] < n->max_jobs;
 }
 
 /* May anything be placed on N now (plan.h)? */
@@ -286,10 +297,19 @@ static int never_fits(const struct plan_in *in, const struct plan_job *j, char *
 	int missing = -1, first = 1;
 	long long most = 0;
 
+	size_t usable_nodes = 0;
+
 	*why = NULL;
-	for (size_t k = 0; k < in->nnodes; k++)
+	for (size_t k = 0; k < in->nnodes; k++) {
 		if (may_use(j, &in->nodes[k]) && (!in->nodes[k].reachable || !in->nodes[k].known))
 			return 0;
+		usable_nodes += may_use(j, &in->nodes[k]);
+	}
+	/* Only Slurm nodes, which take no pinned, memory or sharing job. */
+	if (!usable_nodes && (j->ngpus || j->mem || j->share))
+		return (*why = xasprintf("a Slurm node takes no job with %s",
+					 j->ngpus ? "pinned GPUs" : j->mem ? "gpu_memory_mib" : "share"))
+			       ? 0 : -1;
 	if (j->mem && !any_big_enough(in, j))
 		return (*why = xasprintf("no card has %lld MiB", j->mem)) ? 0 : -1;
 	if (j->ngpus) {
@@ -355,7 +375,7 @@ static size_t node_for(const struct pass *p, const struct plan_job *j)
 	for (k = 0; k < p->in->nnodes; k++) {
 		const struct plan_node *n = &p->in->nodes[k];
 
-		if (!may_use(j, n) || !open_node(n))
+		if (!may_use(j, n) || !open_node(n) || !room(p, k))
 			continue;
 		if (j->need == 0 || (usable(n) && fits(p, j, k, p->out->cards + p->out->ncards, NULL)))
 			break;
@@ -498,6 +518,7 @@ static void pass_free(struct pass *p)
 {
 	free(p->card);
 	free(p->base);
+	free(p->placed);
 	free(p->running);
 	free(p->victim);
 	free(p->freed);
@@ -528,6 +549,7 @@ int plan(const struct plan_in *in, long long now, struct plan_out *out)
 	}
 	p.card = calloc(p.ncards + 1, 1);
 	p.base = malloc((in->nnodes + 1) * sizeof *p.base);
+	p.placed = calloc(in->nnodes + 1, sizeof *p.placed);
 	p.running = malloc((in->ngroups + 1) * sizeof *p.running);
 	p.victim = calloc(in->nruns + 1, 1);
 	p.freed = malloc(maxg + 1);
@@ -541,7 +563,7 @@ int plan(const struct plan_in *in, long long now, struct plan_out *out)
 	out->hold = malloc((p.ncards + 1) * sizeof *out->hold);
 	out->place = malloc((in->njobs + 1) * sizeof *out->place);
 	out->why = malloc((in->njobs + 1) * sizeof *out->why);
-	if (!p.card || !p.base || !p.running || !p.victim || !p.freed || !p.scratch || !p.nsh ||
+	if (!p.card || !p.base || !p.placed || !p.running || !p.victim || !p.freed || !p.scratch || !p.nsh ||
 	    !p.shmem || !out->cards ||
 	    !out->hold || !out->place || !out->why || !out->preempt || !out->victims || !out->pcards)
 		goto oom;
@@ -569,6 +591,7 @@ int plan(const struct plan_in *in, long long now, struct plan_out *out)
 			ncpu--;
 		if ((k = node_for(&p, job)) < in->nnodes) {
 			nfree -= take(&p, j, k);
+			p.placed[k]++;
 			if (job->group)
 				p.running[job->group - 1]++;
 			continue;

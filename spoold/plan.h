@@ -24,6 +24,10 @@
  *     places.
  *   - A job may use every node, or only the one it names (`node`);
  *     never a drained one (nothing is placed there, nothing held).
+ *   - A Slurm node (slurm.c in the worker) takes no job with pinned
+ *     cards, `mem` or `share` (Slurm picks the cards and says nothing
+ *     of their memory), and no job once MAX_JOBS of ours are there
+ *     (counting those this pass places).
  *   - A node is usable for GPU jobs when its snapshot is known and
  *     fresh, or in the pass right after a handoff (fresh or not).
  *   - A free card is eligible (the node's `gpus:` list, gpu_eligible),
@@ -86,6 +90,9 @@ struct plan_node {
 	int handoff;            /* an attempt there has just ended: its cards
 				   are marked free in GPUS (sched.c cards_freed) */
 	int drained;            /* nothing new is placed here (drain.h) */
+	/* A Slurm node (conf->slurm_partition): at most MAX_JOBS of our
+	 * jobs there at once (0: no limit), NJOBS there now. */
+	long long max_jobs, njobs;
 };
 
 struct plan_job {

@@ -357,8 +357,10 @@ static struct plan_in plan_input(struct daemon *d, struct plan_job *jobs,
 		nodes[k] = (struct plan_node){ .conf = n->conf, .gpus = n->gpus, .ngpus = n->ngpus,
 					       .reachable = n->reachable, .known = n->known,
 					       .fresh = is_fresh(n), .handoff = n->handoff,
-					       .drained = n->drained };
+					       .drained = n->drained, .max_jobs = n->conf->max_jobs };
 	}
+	for (size_t i = 0; i < d->nr; i++)
+		nodes[d->r[i].node].njobs++;
 	plan_runs(d, runs);
 	return (struct plan_in){ .jobs = jobs, .njobs = d->nq, .nodes = nodes, .nnodes = d->nnodes,
 				 .groups = groups, .ngroups = ngroups,

@@ -124,6 +124,38 @@ static int set_uuids(struct attempt *a, const struct wire_rec *w)
 	return 0;
 }
 
+/* A Slurm node's word (W has `host`): the cards are those Slurm gave
+ * the job on that host, as the job saw them (worker/slurm.c). */
+static int set_slurm(struct attempt *a, const struct wire_rec *w)
+{
+	size_t n = 0;
+	int *g;
+
+	if (wire_get(w, "slurm_job") && set_str(&a->slurm_job, wire_get(w, "slurm_job")) < 0)
+		return -1;
+	if (!wire_get(w, "host"))
+		return 0;
+	if (set_str(&a->host, wire_get(w, "host")) < 0)
+		return -1;
+	for (size_t i = 0; i < w->n; i++)
+		n += !strcmp(w->f[i].key, "gpu");
+	if (!(g = calloc(n + 1, sizeof *g)))
+		return -1;
+	n = 0;
+	for (size_t i = 0; i < w->n; i++) {
+		struct wire_rec one = { (struct wire_field *)&w->f[i], 1, 1 };
+		long long v;
+
+		if (!strcmp(w->f[i].key, "gpu") && wire_get_ll(&one, "gpu", &v) == 0 && v >= 0 &&
+		    v <= GPU_INDEX_MAX)
+			g[n++] = (int)v;
+	}
+	free(a->gpus);
+	a->gpus = g;
+	a->ngpus = n;
+	return 0;
+}
+
 /* The attempt takes what the node's record W says, in state AS. */
 static int take_record(struct attempt *a, enum att_state as, const struct ev_arg *e)
 {
@@ -134,7 +166,7 @@ static int take_record(struct attempt *a, enum att_state as, const struct ev_arg
 	a->state = as;
 	if (!w)
 		return reason ? set_str(&a->reason, reason) : 0;
-	if (set_uuids(a, w) < 0)
+	if (set_uuids(a, w) < 0 || set_slurm(a, w) < 0)
 		return -1;
 	if (wire_get_ll(w, "started", &v) == 0)
 		a->started = v;
@@ -241,8 +273,13 @@ static int edit_final(struct job *j, const struct ev_arg *e, long long now, enum
 
 	if (ended(j, as, e, now, 1) < 0)
 		return -1;
-	return set_reason(j, strdup(as == AS_CANCELLED ? "cancelled by user" :
-				    a->reason ? a->reason : dflt));
+	/* Cancelled: by the user, unless the node says who else it was
+	 * (a signal to the worker: "cancelled: the worker got SIGTERM from
+	 * Slurm ..."). */
+	if (as == AS_CANCELLED)
+		return set_reason(j, strdup(a->reason && !strncmp(a->reason, "cancelled: ", 11)
+					    ? a->reason : "cancelled by user"));
+	return set_reason(j, strdup(a->reason ? a->reason : dflt));
 }
 
 static int edit_succeeded(struct job *j, const struct ev_arg *e, long long now)

@@ -65,6 +65,8 @@ int cmd_gpus(struct wk_state *st, int argc, char **argv)
 	(void)argv;
 	if (argc != 0)
 		return wk_err(EX_USAGE_, "usage: %s [-d STATE_DIR] gpus", PROG);
+	if (st->slurm)
+		return slurm_gpus(st);
 	if (nv_query(&info, NV_ALL, &err) < 0) {
 		struct wire_rec r = { 0 };
 
@@ -404,6 +406,22 @@ int cmd_cancel(struct wk_state *st, int argc, char **argv)
 			return rc;
 		}
 		close(adir);
+		/* A Slurm job: taken out of Slurm while it is pending, its
+		 * batch step told (SIGUSR2) once it runs. */
+		if (st->slurm && slurm_cancel_pending(st, id, &r) < 0) {
+			rc = wk_errsys(EX_OSERR_, "%s/attempts/%s", st->path, id);
+			wire_free(&r);
+			return rc;
+		}
+		/* Not heard (Slurm busy, the step not there yet): the cancel
+		 * file stands, and the controller asks again until the
+		 * attempt ends. */
+		if (st->slurm && !wk_state_final(wire_get(&r, "state"))) {
+			char *why = NULL;
+
+			slurm_signal(&r, "USR2", &why);
+			free(why);
+		}
 		/* Wait for the end: SIGTERM, then SIGKILL KILL_DELAY later. */
 		until = mono_ms() + (KILL_DELAY + 5) * 1000LL;
 		while (!wk_state_final(wire_get(&r, "state")) && mono_ms() < until) {
@@ -527,6 +545,17 @@ int cmd_pause(struct wk_state *st, int argc, char **argv)
 			goto out;
 		}
 		free(tmp);
+		/* A Slurm job that runs: its batch step looks (SIGUSR1);
+		 * one still pending sees the file when it starts. */
+		if (st->slurm && strcmp(wire_get(&r, "state"), "starting")) {
+			char *why = NULL;
+
+			if (slurm_signal(&r, "USR1", &why) < 0) {
+				rc = wk_err(EX_UNAVAILABLE_, "%s", why ? why : "scancel failed");
+				free(why);
+				goto out;
+			}
+		}
 		/* The record as it is now (pausing, when the supervisor
 		 * was quick); no waiting for the outcome. */
 		wire_free(&r);

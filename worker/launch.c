@@ -200,6 +200,12 @@ static int start(struct launch *l)
 		goto undo;
 	}
 	CRASH_POINT("worker launch: spec written", NULL);
+	if (l->st->slurm) {
+		rc = slurm_submit(l, &busy);
+		if (busy)
+			goto undo;
+		return rc;
+	}
 
 	/* Steps 3-5: the cards' UUIDs, their leases, then the check. */
 	if ((rc = lease_cards(l, &busy)) != 0)

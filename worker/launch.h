@@ -53,6 +53,7 @@ struct spec {
 	int share;              /* its cards shared with other sharing jobs (LOCK_SH) */
 	long long memory;       /* MiB it declares per card (sharing: must be free) */
 	const char *checkpoint;
+	const char *nodelist;   /* Slurm: the host to run on (a resume), or NULL */
 };
 
 /* Check the spec in SP->rec and index it.  0, or -1 with *why
@@ -85,6 +86,11 @@ struct launch {
 	char *log_path;
 	char *cwd;              /* expanded, or NULL */
 	struct envv env;
+	/* Inside a Slurm allocation (slurm.c): the cards are Slurm's (no
+	 * leases; CUDA_VISIBLE_DEVICES as Slurm set it), and every state
+	 * record says `slurm_job` and `host`. */
+	int in_slurm;
+	const char *slurm_job, *host;
 };
 
 /* spec.c, step 6: L->env for the job, the worker's environment, then the
@@ -108,6 +114,15 @@ void release_leases(struct launch *l, int truncate);
  * Before release_leases. */
 void unmark_leases(struct launch *l);
 
+
+/* ---- slurm.c ------------------------------------------------------------ */
+
+/* Step 3-6 on a Slurm node: L's job submitted (or found, by its name,
+ * when an earlier launcher submitted it), "starting" with `slurm_job`
+ * written and printed; the lock is the caller's.  0, the exit code of
+ * a failure said on stderr, or EX_TEMPFAIL_ with *REASON (malloc'd):
+ * nothing was submitted. */
+int slurm_submit(struct launch *l, char **reason);
 
 /* ---- supervise.c -------------------------------------------------------- */
 

@@ -54,7 +54,10 @@ static const char help[] =
 	"       " PROG " [-d STATE_DIR] cancel ID\n"
 	"       " PROG " [-d STATE_DIR] pause ID\n"
 	"       " PROG " [-d STATE_DIR] log ID [-f]\n"
-	"STATE_DIR defaults to " DEFAULT_STATE_DIR "; see LAYOUT.md section 10.\n";
+	"       " PROG " [-d STATE_DIR] slurm-job ID   (a Slurm batch script's command)\n"
+	"STATE_DIR defaults to " DEFAULT_STATE_DIR "; see LAYOUT.md section 10.\n"
+	"--slurm PARTITION [--sbatch-arg ARG]...: the node is that Slurm partition\n"
+	"(LAYOUT.md section 14).\n";
 
 /* Errors are one line on stderr; -h prints the whole usage. */
 static int usage(void)
@@ -74,6 +77,7 @@ static const struct {
 	{ "cancel", cmd_cancel },
 	{ "pause", cmd_pause },
 	{ "log", cmd_log },
+	{ "slurm-job", cmd_slurm_job },
 };
 
 int main(int argc, char **argv)
@@ -83,6 +87,7 @@ int main(int argc, char **argv)
 	int nargs = 0, i, rc;
 	size_t c;
 	struct wk_state st;
+	struct wk_slurm slurm = { 0 };
 	char *why = NULL;
 
 	/* "-d DIR" may come before or after the command (the controller
@@ -90,7 +95,8 @@ int main(int argc, char **argv)
 	 * and everything after "--" too (an attempt ID may begin with
 	 * '-'). */
 	args = calloc((size_t)argc + 1, sizeof *args);
-	if (!args)
+	slurm.args = calloc((size_t)argc + 1, sizeof *slurm.args);
+	if (!args || !slurm.args)
 		return wk_errsys(EX_OSERR_, "out of memory");
 	for (i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--") == 0) {
@@ -102,18 +108,28 @@ int main(int argc, char **argv)
 			}
 			break;
 		}
-		if (strcmp(argv[i], "-d") == 0) {
-			if (i + 1 >= argc || argv[i + 1][0] == '\0') {
+		if (!strcmp(argv[i], "-d") || !strcmp(argv[i], "--slurm") ||
+		    !strcmp(argv[i], "--sbatch-arg")) {
+			if (i + 1 >= argc || (argv[i][1] != '-' && argv[i + 1][0] == '\0') ||
+			    (!strcmp(argv[i], "--slurm") && argv[i + 1][0] == '\0')) {
 				free(args);
+				free(slurm.args);
 				return usage();
 			}
-			dir = argv[++i];
+			if (!strcmp(argv[i], "-d"))
+				dir = argv[++i];
+			else if (!strcmp(argv[i], "--slurm"))
+				slurm.partition = argv[++i];
+			else
+				slurm.args[slurm.nargs++] = argv[++i];
 		} else if (!cmd && (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)) {
 			free(args);
+			free(slurm.args);
 			fputs(help, stdout);
 			return 0;
 		} else if (!cmd && argv[i][0] == '-') {
 			free(args);
+			free(slurm.args);
 			return usage();
 		} else if (!cmd) {
 			cmd = argv[i];
@@ -123,6 +139,7 @@ int main(int argc, char **argv)
 	}
 	if (!cmd) {
 		free(args);
+		free(slurm.args);
 		return usage();
 	}
 	if (strcmp(cmd, "version") == 0) {
@@ -133,6 +150,7 @@ int main(int argc, char **argv)
 			rc = wk_errsys(EX_OSERR_, "stdout");
 		wire_free(&r);
 		free(args);
+		free(slurm.args);
 		return rc;
 	}
 	for (c = 0; c < sizeof commands / sizeof commands[0]; c++)
@@ -140,6 +158,7 @@ int main(int argc, char **argv)
 			break;
 	if (c == sizeof commands / sizeof commands[0]) {
 		free(args);
+		free(slurm.args);
 		return wk_err(EX_USAGE_, "unknown command %s (try -h)", cmd);
 	}
 	if (wk_state_open(&st, dir, &why) < 0) {
@@ -147,10 +166,13 @@ int main(int argc, char **argv)
 		free(why);
 		wk_state_close(&st);
 		free(args);
+		free(slurm.args);
 		return rc;
 	}
+	st.slurm = slurm.partition ? &slurm : NULL;
 	rc = commands[c].fn(&st, nargs, args);
 	wk_state_close(&st);
 	free(args);
+	free(slurm.args);
 	return rc;
 }

@@ -37,12 +37,25 @@ static int name_ok(const char *s, size_t n)
 	return 1;
 }
 
+/* A Slurm node's name, as sbatch --nodelist takes it. */
+static int host_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 255 || s[0] == '-')
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-", s[i]))
+			return 0;
+	return 1;
+}
+
 int spec_check(struct spec *sp, char **why)
 {
 	struct wire_rec *r = &sp->rec;
 	static const char *const once[] = {
 		"attempt", "shell", "cwd", "idle_mib", "timeout", "grace",
-		"resumable", "checkpoint",
+		"resumable", "checkpoint", "nodelist",
 	};
 	size_t i, j, na = 0, ne = 0, ng = 0, nu = 0;
 	long long v;
@@ -81,6 +94,11 @@ int spec_check(struct spec *sp, char **why)
 	}
 	sp->cwd = wire_get(r, "cwd");
 	sp->checkpoint = wire_get(r, "checkpoint");
+	sp->nodelist = wire_get(r, "nodelist");
+	if (sp->nodelist && !host_ok(sp->nodelist)) {
+		*why = xasprintf("nodelist must be a host name ([A-Za-z0-9._-], not starting with '-')");
+		return -1;
+	}
 	sp->argv = calloc(na + 1, sizeof *sp->argv);
 	sp->env = calloc(ne + 1, sizeof *sp->env);
 	sp->gpu = calloc(ng + 1, sizeof *sp->gpu);
@@ -260,7 +278,8 @@ int job_env(struct launch *l)
 	 * environment says. */
 	for (i = 0; i < 2 && !rc; i++)
 		env_unset(e, drop[i], strlen(drop[i]));
-	rc = rc || env_set(e, "CUDA_VISIBLE_DEVICES", vis ? vis : "") < 0 ||
+	/* In a Slurm allocation, CUDA_VISIBLE_DEVICES is Slurm's. */
+	rc = rc || (!l->in_slurm && env_set(e, "CUDA_VISIBLE_DEVICES", vis ? vis : "") < 0) ||
 	     env_set(e, "SSHGPU_PAUSE_FILE", pause_path) < 0 ||
 	     env_set(e, "CARDBATON_PAUSE_FILE", pause_path) < 0 ||
 	     env_set(e, "SSHGPU_CHECKPOINT_READY", ck_path) < 0 ||

@@ -85,6 +85,9 @@ static int base_state(struct sup *s, struct wire_rec *r, enum wire_state state)
 		return -1;
 	if (wire_add(r, "log", l->log_path) < 0)
 		return -1;
+	if ((l->slurm_job && wire_add(r, "slurm_job", l->slurm_job) < 0) ||
+	    (l->host && wire_add(r, "host", l->host) < 0))
+		return -1;
 	if (l->sp->checkpoint && wire_add(r, "checkpoint", l->sp->checkpoint) < 0)
 		return -1;
 	return 0;
@@ -300,7 +303,9 @@ static int final_state(struct sup *s, struct wire_rec *r)
 		reason = strdup("cancelled");
 	} else if (s->stop == STOP_SIGNAL) {
 		state = WS_CANCELLED;
-		reason = xasprintf("cancelled: the worker got %s", wk_signame(s->stop_sig));
+		reason = xasprintf("cancelled: the worker got %s%s", wk_signame(s->stop_sig),
+				   s->l->in_slurm ? " from Slurm (scancel, its time limit, or the node "
+						    "going down)" : "");
 	} else if (s->stop == STOP_TIMEOUT) {
 		state = WS_FAILED;
 		reason = strdup("timeout");
@@ -464,7 +469,7 @@ static void job_child(struct launch *l, int ep)
 	    sigprocmask(SIG_SETMASK, &none, NULL) < 0)
 		fail = 1;
 	for (i = 0; i < l->sp->ngpu && !fail; i++)
-		fail = fcntl(l->lease[i], F_SETFD, 0) < 0 ||
+		fail = (l->lease[i] >= 0 && fcntl(l->lease[i], F_SETFD, 0) < 0) ||
 		       (l->mark[i] >= 0 && fcntl(l->mark[i], F_SETFD, 0) < 0);
 	if (fail || fcntl(l->lockfd, F_SETFD, 0) < 0) {
 		e = errno;
@@ -546,7 +551,7 @@ static void supervise_loop(struct sup *s, int sfd, int ifd, const char *cancel_p
 	for (;;) {
 		struct pollfd p[2];
 		long long wait = -1;
-		int r;
+		int r, seen_cancel, seen_pause;
 
 		reap(s, &none_left);
 		/* The main process is gone: decide the pause outcome now,
@@ -622,11 +627,16 @@ static void supervise_loop(struct sup *s, int sfd, int ifd, const char *cancel_p
 			fprintf(stderr, "%s: poll: %s\n", PROG, strerror(errno));
 			sleep_ms(100);
 		}
+		seen_cancel = seen_pause = 0;
 		if (r > 0 && p[0].revents) {
 			struct signalfd_siginfo si;
 
 			while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-				if (si.ssi_signo != SIGCHLD && s->main_alive && s->stop == STOP_NONE) {
+				if (si.ssi_signo == SIGUSR1)
+					seen_pause = 1;
+				else if (si.ssi_signo == SIGUSR2)
+					seen_cancel = 1;
+				else if (si.ssi_signo != SIGCHLD && s->main_alive && s->stop == STOP_NONE) {
 					s->stop = STOP_SIGNAL;
 					s->stop_sig = (int)si.ssi_signo;
 				}
@@ -635,7 +645,6 @@ static void supervise_loop(struct sup *s, int sfd, int ifd, const char *cancel_p
 		if (r > 0 && p[1].revents) {
 			char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
 			ssize_t n;
-			int seen_cancel = 0, seen_pause = 0;
 
 			while ((n = read(ifd, buf, sizeof buf)) > 0) {
 				char *q = buf;
@@ -652,15 +661,15 @@ static void supervise_loop(struct sup *s, int sfd, int ifd, const char *cancel_p
 					q += sizeof *ev + ev->len;
 				}
 			}
-			/* Cancel first: it wins over a pause. */
-			if (seen_cancel && access(cancel_path, F_OK) == 0 && s->main_alive &&
-			    s->stop == STOP_NONE)
-				s->stop = STOP_CANCEL;
-			if (seen_pause && sp->resumable && s->main_alive && s->stop == STOP_NONE &&
-			    s->pause == PAUSE_NONE && pause_file_there(s->l)) {
-				take_pause(s);
-				write_pausing(s);
-			}
+		}
+		/* Cancel first: it wins over a pause. */
+		if (seen_cancel && access(cancel_path, F_OK) == 0 && s->main_alive &&
+		    s->stop == STOP_NONE)
+			s->stop = STOP_CANCEL;
+		if (seen_pause && sp->resumable && s->main_alive && s->stop == STOP_NONE &&
+		    s->pause == PAUSE_NONE && pause_file_there(s->l)) {
+			take_pause(s);
+			write_pausing(s);
 		}
 	}
 }
@@ -724,6 +733,12 @@ void supervise(struct launch *l, int notify)
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGHUP);
+	/* Slurm's way to the batch step (slurm.c): look at the pause
+	 * file, the cancel file. */
+	if (l->in_slurm) {
+		sigaddset(&mask, SIGUSR1);
+		sigaddset(&mask, SIGUSR2);
+	}
 	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0 ||
 	    (sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) < 0) {
 		fprintf(stderr, "%s: signalfd: %s\n", PROG, strerror(errno));

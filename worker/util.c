@@ -281,21 +281,44 @@ int wk_attempt_status(const struct wk_state *st, const char *id,
 	}
 	if (!*alive) {
 		enum wire_state ws;
+		char *why = NULL;
 
 		if (wire_state_parse(wire_get(r, "state"), &ws) == 0 &&
+		    (ws == WS_STARTING || ws == WS_RUNNING || ws == WS_PAUSING) && st->slurm) {
+			/* A lock on a compute node may not be seen from here,
+			 * and a job pending in Slurm holds none: Slurm says
+			 * whether it lives (not asked: nothing decided). */
+			int live = slurm_alive(r, &why);
+
+			*alive = live != 0;
+			/* It may have ended in between: its last word counts. */
+			if (!*alive) {
+				wire_free(r);
+				if (wk_state_read(st, id, r) != 1) {
+					free(why);
+					if (lockfd >= 0)
+						close(lockfd);
+					errno = errno ? errno : EIO;
+					return -1;
+				}
+			}
+		}
+		if (!*alive && wire_state_parse(wire_get(r, "state"), &ws) == 0 &&
 		    (ws == WS_STARTING || ws == WS_RUNNING || ws == WS_PAUSING)) {
 			if (wire_set(r, "state", wire_state_name(WS_LOST)) < 0 ||
-			    wire_set(r, "reason", "worker vanished without a final status") < 0 ||
+			    wire_set(r, "reason", why ? why : "worker vanished without a final status") < 0 ||
 			    wk_set_ll(r, "finished", now_ms()) < 0 ||
 			    wk_state_write(st, id, r) < 0) {
 				int e = errno;
 
+				free(why);
 				if (lockfd >= 0)
 					close(lockfd);
 				errno = e;
 				return -1;
 			}
 		}
+		free(why);
 	}
 	if (lockfd >= 0)
 		close(lockfd);

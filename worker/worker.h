@@ -71,6 +71,15 @@ char *wk_expand_path(const char *path, int abs);
 struct wk_state {
 	char *path;     /* absolute */
 	int fd, attfd, leasefd;
+	const struct wk_slurm *slurm;   /* a Slurm node (slurm.c), or NULL */
+};
+
+/* `--slurm PARTITION` and each `--sbatch-arg ARG`: the node is a Slurm
+ * partition (slurm.c, LAYOUT.md section 14). */
+struct wk_slurm {
+	const char *partition;
+	const char **args;
+	size_t nargs;
 };
 int wk_state_open(struct wk_state *st, const char *dir, char **why);
 void wk_state_close(struct wk_state *st);
@@ -196,6 +205,24 @@ int cmd_watch(struct wk_state *st, int argc, char **argv);
 int cmd_cancel(struct wk_state *st, int argc, char **argv);
 int cmd_pause(struct wk_state *st, int argc, char **argv);
 int cmd_log(struct wk_state *st, int argc, char **argv);
+/* slurm.c: the batch script's command, inside the allocation. */
+int cmd_slurm_job(struct wk_state *st, int argc, char **argv);
+
+/* ---- slurm.c: the other commands' Slurm side ---------------------------- */
+
+/* `gpus` of a Slurm partition (sinfo).  The exit status. */
+int slurm_gpus(struct wk_state *st);
+/* Attempt state R (not final, its lock free here): 1 while Slurm
+ * still lists its job, 0 when it does not (*WHY malloc'd: the reason
+ * it is lost), -1 when Slurm could not be asked. */
+int slurm_alive(const struct wire_rec *r, char **why);
+/* Send SIG ("USR1": look at the pause file; "USR2": the cancel file)
+ * to the batch step of R's Slurm job.  0, or -1 with *WHY (malloc'd). */
+int slurm_signal(const struct wire_rec *r, const char *sig, char **why);
+/* Attempt ID (state R) still pending in Slurm: recorded cancelled
+ * under its lock, then scancel'led; R then holds that record.  0
+ * (also when it runs: nothing done), or -1 with errno. */
+int slurm_cancel_pending(struct wk_state *st, const char *id, struct wire_rec *r);
 
 /* Steps 1-7 of a launch for the spec REC (still the caller's): what
  * `launch` prints and its exit status.  `launch` and `watch` use it. */

@@ -291,6 +291,46 @@ static char *cat(const char *a, const char *b)
 	return xasprintf("%s%s", a, b);
 }
 
+/* slurm: {partition, sbatch_args, max_jobs}: a Slurm node, local
+ * without ssh; what a Slurm node cannot take is refused. */
+static void test_slurm(void)
+{
+	struct config c;
+
+	CHECK(parse_in("nodes:\n  cluster:\n    slurm:\n      partition: gpu\n"
+		       "      sbatch_args: [--account, lab]\n      max_jobs: 64\n"
+		       "    ssh: login\n  box: {local: true}\n", "/etc/cb", &c) == 0);
+	CHECK_STR(c.nodes[0].slurm_partition, "gpu");
+	CHECK(c.nodes[0].nsbatch_args == 2);
+	CHECK_STR(c.nodes[0].sbatch_args[1], "lab");
+	CHECK(c.nodes[0].max_jobs == 64);
+	CHECK_STR(c.nodes[0].ssh, "login");
+	CHECK(!c.nodes[0].local);
+	CHECK(!c.nodes[1].slurm_partition && c.nodes[1].max_jobs == 0);
+	config_free(&c);
+	CHECK(parse_in("nodes: {cluster: {slurm: {partition: gpu}}}\n", "/etc/cb", &c) == 0);
+	CHECK(c.nodes[0].local && !c.nodes[0].ssh && c.nodes[0].max_jobs == 0);
+	config_free(&c);
+	CHECK_STR(bad("nodes: {cluster: {slurm: {max_jobs: 2}}}\n"),
+		  "config.yaml:1: nodes.cluster.slurm: needs partition");
+	CHECK_STR(bad("nodes: {cluster: {slurm: {partition: -x}}}\n"),
+		  "config.yaml:1: nodes.cluster.slurm.partition: must be a partition name (no blanks, "
+		  "'/', ',' or quotes, not beginning with '-')");
+	CHECK_STR(bad("nodes: {cluster: {slurm: {partition: gpu, max_jobs: 0}}}\n"),
+		  "config.yaml:1: nodes.cluster.slurm.max_jobs: must be between 1 and 1000000");
+	CHECK_STR(bad("nodes: {cluster: {slurm: {partition: gpu, sbatch_args: --x}}}\n"),
+		  "config.yaml:1: nodes.cluster.slurm.sbatch_args: must be a list");
+	CHECK_STR(bad("nodes: {cluster: {slurm: {partition: gpu, qos: x}}}\n"),
+		  "config.yaml:1: nodes.cluster.slurm.qos: unknown key");
+	CHECK_STR(bad("nodes: {cluster: {slurm: {partition: gpu}, gpus: [0]}}\n"),
+		  "config.yaml:1: nodes.cluster: a Slurm node takes no gpus: list (Slurm picks the cards)");
+	CHECK_STR(bad("nodes: {cluster: {slurm: {partition: gpu}, max_jobs_per_gpu: 2}}\n"),
+		  "config.yaml:1: nodes.cluster: a Slurm node takes no max_jobs_per_gpu (Slurm does "
+		  "not share cards)");
+	CHECK_STR(bad("nodes: {cluster: {slurm: [gpu]}}\n"),
+		  "config.yaml:1: nodes.cluster.slurm: must be a mapping");
+}
+
 static void test_load(void)
 {
 	char tmpl[] = "/tmp/cb-test-config.XXXXXX", *top, *p, *q, *old_cwd;
@@ -463,6 +503,7 @@ int main(void)
 	test_defaults();
 	test_errors();
 	test_load();
+	test_slurm();
 	cb_err_free(&e);
 	return T_DONE();
 }

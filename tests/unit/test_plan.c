@@ -913,6 +913,44 @@ static void test_deps(void)
 	CHECK(plan_deps(v, 0, &w) == DEP_READY);
 }
 
+/* A Slurm node (node a here): at most max_jobs of our jobs there,
+ * counting those running and those this pass places; never a job with
+ * pinned cards, memory or sharing, which go elsewhere or wait. */
+static char partition[] = "gpu";
+
+static void test_slurm(void)
+{
+	setup(2, 4, "");
+	conf[0].slurm_partition = partition;
+	node[0].max_jobs = 2;
+	node[0].njobs = 1;
+	add(1);
+	add(1);
+	add(1);
+	PLAN(NOW, "1@a:0 2@b:0 3@b:1", "");
+	/* No limit: all there, in order. */
+	node[0].max_jobs = 0;
+	PLAN(NOW, "1@a:0 2@a:1 3@a:2", "");
+	/* Pinned, memory, share: node b only. */
+	setup(2, 4, "");
+	conf[0].slurm_partition = partition;
+	pin(1, 0);
+	add(1)->mem = 1000;
+	add(1)->share = 1;
+	job[2].mem = 1000;
+	add(1);
+	PLAN(NOW, "1@b:0 2@b:1 3@b:2 4@a:0", "");
+	/* A Slurm node alone: a pinned job waits with its reason. */
+	setup(1, 2, "");
+	conf[0].slurm_partition = partition;
+	pin(1, 0);
+	add(1)->mem = 1000;
+	PLAN(NOW, "", "");
+	CHECK_STR(why(1), "a Slurm node takes no job with pinned GPUs");
+	CHECK_STR(why(2), "a Slurm node takes no job with gpu_memory_mib");
+	conf[0].slurm_partition = NULL;
+}
+
 int main(void)
 {
 	test_order();
@@ -934,6 +972,7 @@ int main(void)
 	test_memory();
 	test_preempt();
 	test_share();
+	test_slurm();
 	plan_free(&out);
 	return T_DONE();
 }
