@@ -580,9 +580,14 @@ static long long gres_gpus(const char *s, char **type, unsigned char *mark, size
 					colon = p;
 			if (colon && colon > s + 3 && type && !*type)
 				*type = strndup(s + 4, (size_t)(colon - s - 4));
-			if (colon)
+			if (colon) {
 				k = strtoll(colon + 1, NULL, 10);
-			total += k > 0 ? k : 0;
+				if (k > SLURM_NODE_GPUS_MAX)
+					k = SLURM_NODE_GPUS_MAX + 1;
+			}
+			/* Capped: a node with more is skipped, and no sum overflows. */
+			if (k > 0)
+				total = total + k > SLURM_NODE_GPUS_MAX ? SLURM_NODE_GPUS_MAX + 1 : total + k;
 			if (mark && paren && !strncmp(paren, "(IDX:", 5)) {
 				for (const char *p = paren + 5; p < end && *p >= '0' && *p <= '9';) {
 					char *e;
@@ -614,12 +619,113 @@ static int node_closed(const char *state)
 	return 0;
 }
 
+/* A field of a sinfo line, blanks trimmed: [S, S+N). */
+static void trim(const char **s, size_t *n)
+{
+	while (*n && **s == ' ') {
+		(*s)++;
+		(*n)--;
+	}
+	while (*n && (*s)[*n - 1] == ' ')
+		(*n)--;
+}
+
+void slurm_cards_free(struct slurm_card *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(v[i].host);
+		free(v[i].type);
+	}
+	free(v);
+}
+
+int slurm_parse_sinfo(const char *buf, size_t len, struct slurm_card **cards, size_t *ncards)
+{
+	const char *end = buf + len;
+	struct slurm_card *v = NULL;
+	size_t n = 0, cap = 0;
+
+	*cards = NULL;
+	*ncards = 0;
+	while (buf < end) {
+		const char *eol = memchr(buf, '\n', (size_t)(end - buf)), *p = buf;
+		const char *f[4];
+		size_t fl[4], nf = 0;
+		char *gres = NULL, *used = NULL, *state = NULL, *type = NULL;
+		unsigned char *mark = NULL;
+		long long total;
+
+		if (!eol)
+			eol = end;
+		/* HOST|GRES|GRESUSED|STATE|: each field ended by '|'. */
+		while (nf < 4 && p < eol) {
+			const char *bar = memchr(p, '|', (size_t)(eol - p));
+
+			if (!bar)
+				break;
+			f[nf] = p;
+			fl[nf] = (size_t)(bar - p);
+			trim(&f[nf], &fl[nf]);
+			nf++;
+			p = bar + 1;
+		}
+		buf = eol < end ? eol + 1 : end;
+		if (nf < 4 || !wk_host_ok(f[0], fl[0]) || memchr(f[1], '\0', fl[1]) ||
+		    memchr(f[2], '\0', fl[2]) || memchr(f[3], '\0', fl[3]))
+			continue;
+		if (!(gres = strndup(f[1], fl[1])) || !(used = strndup(f[2], fl[2])) ||
+		    !(state = strndup(f[3], fl[3])))
+			goto oom;
+		total = gres_gpus(gres, &type, NULL, 0);
+		if (total > 0 && total <= SLURM_NODE_GPUS_MAX && (mark = calloc((size_t)total, 1))) {
+			gres_gpus(used, NULL, mark, (size_t)total);
+			for (long long i = 0; i < total; i++) {
+				if (n == cap) {
+					size_t nc = cap ? cap * 2 : 16;
+					struct slurm_card *nv = realloc(v, nc * sizeof *nv);
+
+					if (!nv)
+						goto oom;
+					v = nv;
+					cap = nc;
+				}
+				v[n] = (struct slurm_card){ .index = i, .busy = mark[i] || node_closed(state) };
+				if (!(v[n].host = strndup(f[0], fl[0])) || (type && !(v[n].type = strdup(type)))) {
+					n++;
+					goto oom;
+				}
+				n++;
+			}
+		} else if (total > 0 && total <= SLURM_NODE_GPUS_MAX) {
+			goto oom;
+		}
+		free(mark);
+		free(type);
+		free(gres);
+		free(used);
+		free(state);
+		continue;
+oom:
+		free(mark);
+		free(type);
+		free(gres);
+		free(used);
+		free(state);
+		slurm_cards_free(v, n);
+		return -1;
+	}
+	*cards = v;
+	*ncards = n;
+	return 0;
+}
+
 int slurm_gpus(struct wk_state *st)
 {
 	char *part = xasprintf("--partition=%s", st->slurm->partition), *out = NULL, *why = NULL;
 	char *argv[] = { "sinfo", "-h", "-N", part, "-O", "NodeHost:|,Gres:|,GresUsed:|,StateLong:|",
 			 NULL };
-	long long index = 0;
+	struct slurm_card *v;
+	size_t n;
 	int rc = 0;
 
 	if (!part || run_cmd(argv, &out, &why) < 0) {
@@ -634,62 +740,27 @@ int slurm_gpus(struct wk_state *st)
 		return rc;
 	}
 	free(part);
-	for (char *line = out, *next; line && *line && rc == 0; line = next) {
-		char *f[4] = { 0 }, *p = line, *type = NULL;
-		long long total;
-		unsigned char *used;
-		size_t nf = 0;
-
-		next = strchr(line, '\n');
-		if (next)
-			*next++ = '\0';
-		/* HOST|GRES|GRESUSED|STATE| (blanks trimmed). */
-		while (nf < 4 && p) {
-			char *bar = strchr(p, '|'), *e;
-
-			if (bar)
-				*bar = '\0';
-			while (*p == ' ')
-				p++;
-			for (e = p + strlen(p); e > p && e[-1] == ' ';)
-				*--e = '\0';
-			f[nf++] = p;
-			p = bar ? bar + 1 : NULL;
-		}
-		if (nf < 4 || !*f[0])
-			continue;
-		total = gres_gpus(f[1], &type, NULL, 0);
-		if (total <= 0 || total > 4096) {
-			free(type);
-			continue;
-		}
-		used = calloc((size_t)total, 1);
-		if (!used) {
-			free(type);
-			rc = wk_errsys(EX_OSERR_, "out of memory");
-			break;
-		}
-		gres_gpus(f[2], NULL, used, (size_t)total);
-		for (long long i = 0; i < total && rc == 0; i++) {
-			struct wire_rec r = { 0 };
-			int busy = used[i] || node_closed(f[3]);
-
-			if (wk_set_ll(&r, "index", index++) < 0 ||
-			    wire_addf(&r, "uuid", "slurm-%s-%lld", f[0], i) < 0 ||
-			    wire_addf(&r, "name", "%s gpu %lld%s%s", f[0], i, type ? " " : "",
-				      type ? type : "") < 0 ||
-			    wire_add(&r, "memory_used_mib", "0") < 0 ||
-			    wire_add(&r, "memory_total_mib", "") < 0 ||
-			    wire_add(&r, "utilization", "0") < 0 ||
-			    wk_set_ll(&r, "processes", busy) < 0 || wire_add(&r, "lease", "") < 0 ||
-			    wire_add(&r, "host", f[0]) < 0 || wk_print(&r) < 0)
-				rc = wk_errsys(EX_OSERR_, "stdout");
-			wire_free(&r);
-		}
-		free(used);
-		free(type);
+	if (slurm_parse_sinfo(out, strlen(out), &v, &n) < 0) {
+		free(out);
+		return wk_errsys(EX_OSERR_, "out of memory");
 	}
 	free(out);
+	/* Numbered through the partition, in sinfo's order. */
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		struct wire_rec r = { 0 };
+
+		if (wk_set_ll(&r, "index", (long long)i) < 0 ||
+		    wire_addf(&r, "uuid", "slurm-%s-%lld", v[i].host, v[i].index) < 0 ||
+		    wire_addf(&r, "name", "%s gpu %lld%s%s", v[i].host, v[i].index, v[i].type ? " " : "",
+			      v[i].type ? v[i].type : "") < 0 ||
+		    wire_add(&r, "memory_used_mib", "0") < 0 || wire_add(&r, "memory_total_mib", "") < 0 ||
+		    wire_add(&r, "utilization", "0") < 0 || wk_set_ll(&r, "processes", v[i].busy) < 0 ||
+		    wire_add(&r, "lease", "") < 0 || wire_add(&r, "host", v[i].host) < 0 ||
+		    wk_print(&r) < 0)
+			rc = wk_errsys(EX_OSERR_, "stdout");
+		wire_free(&r);
+	}
+	slurm_cards_free(v, n);
 	(void)st;
 	return rc;
 }

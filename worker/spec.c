@@ -37,19 +37,6 @@ static int name_ok(const char *s, size_t n)
 	return 1;
 }
 
-/* A Slurm node's name, as sbatch --nodelist takes it. */
-static int host_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > 255 || s[0] == '-')
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-", s[i]))
-			return 0;
-	return 1;
-}
-
 int spec_check(struct spec *sp, char **why)
 {
 	struct wire_rec *r = &sp->rec;
@@ -95,8 +82,9 @@ int spec_check(struct spec *sp, char **why)
 	sp->cwd = wire_get(r, "cwd");
 	sp->checkpoint = wire_get(r, "checkpoint");
 	sp->nodelist = wire_get(r, "nodelist");
-	if (sp->nodelist && !host_ok(sp->nodelist)) {
-		*why = xasprintf("nodelist must be a host name ([A-Za-z0-9._-], not starting with '-')");
+	if (sp->nodelist && !wk_host_ok(sp->nodelist, strlen(sp->nodelist))) {
+		*why = xasprintf("nodelist must be a host name ([A-Za-z0-9._-], not starting with "
+				   "'-' or '.')");
 		return -1;
 	}
 	sp->argv = calloc(na + 1, sizeof *sp->argv);

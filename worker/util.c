@@ -240,6 +240,16 @@ int wk_state_final(const char *s)
 	return wire_state_parse(s, &ws) == 0 && wire_state_final(ws);
 }
 
+int wk_host_ok(const char *s, size_t n)
+{
+	if (n == 0 || n > 255 || s[0] == '-' || s[0] == '.')
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!s[i] || !strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-", s[i]))
+			return 0;
+	return 1;
+}
+
 int wk_attempt_status(const struct wk_state *st, const char *id,
 		      struct wire_rec *r, int *alive)
 {

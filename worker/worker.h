@@ -86,6 +86,9 @@ void wk_state_close(struct wk_state *st);
 
 /* An attempt ID: [0-9a-f-]{1,64}. */
 int wk_id_ok(const char *id);
+/* A host name as Slurm has it (S[0..N)): 1 to 255 of [A-Za-z0-9._-],
+ * not starting with '-' or '.'. */
+int wk_host_ok(const char *s, size_t n);
 
 /* attempts/ID.state: 1 and R filled, 0 when there is none, -1 with
  * errno (EINVAL: the file is malformed, said on stderr with the
@@ -212,6 +215,22 @@ int cmd_slurm_job(struct wk_state *st, int argc, char **argv);
 
 /* `gpus` of a Slurm partition (sinfo).  The exit status. */
 int slurm_gpus(struct wk_state *st);
+
+/* One GPU of the partition, as sinfo says (its host's INDEX-th). */
+struct slurm_card {
+	char *host;
+	long long index;
+	char *type;             /* gres type ("a100"), or NULL */
+	int busy;               /* allocated (GresUsed IDX:), or its node takes no jobs */
+};
+#define SLURM_NODE_GPUS_MAX 4096        /* a node with more is skipped */
+/* The answer to sinfo -h -N -O 'NodeHost:|,Gres:|,GresUsed:|,StateLong:|'
+ * (BUF[0..LEN), any bytes): the cards of every well-formed line (a
+ * host of [A-Za-z0-9._-], gres naming gpu:...:COUNT), others skipped.
+ * 0 with *CARDS (slurm_cards_free), -1 out of memory.  The fuzz
+ * target: no I/O. */
+int slurm_parse_sinfo(const char *buf, size_t len, struct slurm_card **cards, size_t *ncards);
+void slurm_cards_free(struct slurm_card *v, size_t n);
 /* Attempt state R (not final, its lock free here): 1 while Slurm
  * still lists its job, 0 when it does not (*WHY malloc'd: the reason
  * it is lost), -1 when Slurm could not be asked. */

@@ -1056,3 +1056,52 @@ stray() {
 	failed 78 cardbaton-status
 	says "cardbaton-status: $C:3: on_finish: duplicate key"
 }
+
+@test "a Slurm node's config, options and spec: bad partitions, sbatch_args, max_jobs and combinations are 78 naming file:line: key; the worker refuses a bad --slurm and nodelist; submit refuses pinned and memory jobs (65)" {
+	for v in '{max_jobs: 2}' '{partition: -x}' "{partition: 'a b'}" '{partition: a/b}' '{partition: ""}' \
+		'{partition: gpu, max_jobs: 0}' '{partition: gpu, max_jobs: 1.5}' '{partition: gpu, sbatch_args: x}' \
+		'{partition: gpu, sbatch_args: [a, [b]]}' '{partition: gpu, qos: x}' '[gpu]' 'gpu'; do
+		printf 'spool: ./spool\nnodes:\n  c:\n    slurm: %s\n' "$v" > "$C"
+		case $v in
+		'{max_jobs: 2}') why="nodes.c.slurm: needs partition" ;;
+		*-x*|*"a b"*|*a/b*) why="nodes.c.slurm.partition: must be a partition name (no blanks, '/', ',' or quotes, not beginning with '-')" ;;
+		*'""'*) why="nodes.c.slurm.partition: must not be empty" ;;
+		*'max_jobs: 0'*) why="nodes.c.slurm.max_jobs: must be between 1 and 1000000" ;;
+		*'max_jobs: 1.5'*) why="nodes.c.slurm.max_jobs: must be an integer" ;;
+		*'sbatch_args: x'*) why="nodes.c.slurm.sbatch_args: must be a list" ;;
+		*'[a, [b]]'*) why="nodes.c.slurm.sbatch_args[1]: must be a string" ;;
+		*qos*) why="nodes.c.slurm.qos: unknown key" ;;
+		*) why="nodes.c.slurm: must be a mapping" ;;
+		esac
+		run --separate-stderr cardbaton-spoold --config "$C" --once
+		failed 78 cardbaton-spoold
+		says "cardbaton-spoold: $C:4: $why"
+		run --separate-stderr cardbaton-status --config "$C"
+		failed 78 cardbaton-status
+		says "cardbaton-status: $C:4: $why"
+	done
+	printf 'spool: ./spool\nnodes:\n  c:\n    slurm: {partition: gpu}\n    gpus: [0]\n' > "$C"
+	run --separate-stderr cardbaton-spoold --config "$C" --once
+	failed 78 cardbaton-spoold
+	says "cardbaton-spoold: $C:3: nodes.c: a Slurm node takes no gpus: list (Slurm picks the cards)"
+	# The worker: an empty partition is a usage error; a spec's nodelist
+	# must be a host name.
+	run --separate-stderr cardbaton-worker -d "$STATE" --slurm '' gpus
+	failed 64 cardbaton-worker
+	for h in -x .x 'a b' 'a/b' ''; do
+		printf 'attempt d2-1\narg true\nnodelist %s\nend\n' "$(printf %s "$h" | sed 's/ /%20/g')" > "$T/spec.in"
+		run --separate-stderr cardbaton-worker -d "$STATE" --slurm gpu launch < "$T/spec.in"
+		failed 65 cardbaton-worker
+		says "cardbaton-worker: bad spec: nodelist must be a host name ([A-Za-z0-9._-], not starting with '-' or '.')"
+	done
+	[ ! -e "$STATE/attempts/d2-1" ]
+	# Jobs a Slurm node can never take, at submit.
+	printf 'spool: ./spool\nnodes:\n  c:\n    slurm: {partition: gpu}\n' > "$C"
+	run --separate-stderr sub --gpus 0 -- true
+	failed 65 cardbaton-submit
+	says "cardbaton-submit: no node in $C may use the pinned GPUs"
+	run --separate-stderr sub --gpu-memory 1G -- true
+	failed 65 cardbaton-submit
+	says "cardbaton-submit: no node in $C may take gpu_memory_mib"
+	[ -z "$(ls "$T/spool/new")" ]
+}
