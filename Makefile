@@ -147,16 +147,23 @@ SAN = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover
 # plain pass has it, and `make soak B=build-san` runs it long) and the
 # test harness's own tests (sshhosts.bats: shell and namespaces, none of
 # our C), and has the crash-point walk (crash.bats) to itself.
-SAN_E2E = $(filter-out tests/e2e/faults.bats tests/e2e/sshhosts.bats,$(wildcard tests/e2e/*.bats))
+SAN_E2E = $(filter-out tests/e2e/faults.bats tests/e2e/sshhosts.bats tests/e2e/slurmharness.bats,$(wildcard tests/e2e/*.bats))
 
+# The suites mostly wait (for daemons, nodes, Slurm), so what only
+# needs the CPU runs beside them, niced: the sanitizer build beside the
+# plain suites, the fuzz smoke beside the sanitizer suites.  Each log
+# is shown whole, after its pass.
 test check:
 	tests/install-deps
 	$(MAKE) all
-	tests/run $(B)
-	$(MAKE) B=build-san SANFLAGS="$(SAN) -DCB_CRASH_POINTS" CFLAGS="-O1 -g" all
+	@nice -n 19 $(MAKE) B=build-san SANFLAGS="$(SAN) -DCB_CRASH_POINTS" CFLAGS="-O1 -g" all \
+		> $(B)/build-san.log 2>&1 & san=$$!; \
+	tests/run $(B); r=$$?; \
+	wait $$san; s=$$?; cat $(B)/build-san.log; [ $$r -eq 0 ] && [ $$s -eq 0 ]
+	@nice -n 19 $(MAKE) fuzz-smoke > $(B)/fuzz-smoke.log 2>&1 & fz=$$!; \
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-		tests/run build-san all $(SAN_E2E)
-	$(MAKE) fuzz-smoke
+		tests/run build-san all $(SAN_E2E); r=$$?; \
+	wait $$fz; f=$$?; cat $(B)/fuzz-smoke.log; [ $$r -eq 0 ] && [ $$f -eq 0 ]
 
 unit: all
 	tests/run $(B) unit

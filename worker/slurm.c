@@ -475,27 +475,95 @@ int cmd_slurm_job(struct wk_state *st, int argc, char **argv)
 
 /* ---- status, pause, cancel ------------------------------------------------ */
 
+/*
+ * What squeue says of all our jobs (`squeue --me -t all`, lines "NAME
+ * ID STATE"), kept for a second in this process: `status` asks about
+ * every attempt of a node at once, `cancel` and `log -f` again and
+ * again while they wait, and slurmctld is everybody's.
+ */
+#define LIST_KEEP_MS 1000
+
+static char *list;
+static long long list_at;
+
+static int list_fetch(void)
+{
+	char *argv[] = { "squeue", "-h", "-t", "all", "--me", "-o", "%j %i %T", NULL };
+	char *out = NULL, *why = NULL;
+
+	if (run_cmd(argv, &out, &why) < 0) {
+		free(why);
+		return -1;
+	}
+	free(list);
+	list = out;
+	list_at = mono_ms();
+	return 0;
+}
+
+/* Attempt ID's job in the list: 1 with *JOBID and *STATE pointing into a
+ * copy (LINE, malloc'd), 0 when it is not there. */
+static int list_find(const char *id, char **line, const char **jobid, const char **state)
+{
+	size_t idlen = strlen(id);
+
+	*line = NULL;
+	for (const char *p = list; p && *p;) {
+		const char *eol = strchr(p, '\n');
+		size_t n = eol ? (size_t)(eol - p) : strlen(p);
+
+		/* The last such line: a requeued name is listed again. */
+		if (n > idlen + 4 && !strncmp(p, "cb-", 3) && !strncmp(p + 3, id, idlen) &&
+		    p[3 + idlen] == ' ') {
+			free(*line);
+			if (!(*line = strndup(p + 4 + idlen, n - 4 - idlen)))
+				return -1;
+		}
+		p = eol ? eol + 1 : p + n;
+	}
+	if (!*line)
+		return 0;
+	*jobid = *line;
+	char *sp = strchr(*line, ' ');
+	if (!sp || !jobid_ok(*line, (size_t)(sp - *line))) {
+		free(*line);
+		*line = NULL;
+		return 0;
+	}
+	*sp = '\0';
+	*state = sp + 1;
+	return 1;
+}
+
 int slurm_alive(const struct wire_rec *r, char **why)
 {
 	const char *id = wire_get(r, "attempt"), *want = wire_get(r, "slurm_job");
-	char *jobid = NULL, *state = NULL, *err = NULL;
-	int found, alive;
+	const char *jobid = NULL, *state = NULL;
+	long long asked = mono_ms();
+	char *line = NULL;
+	int found = 0, alive = 0;
 
 	*why = NULL;
 	if (!id)
 		return 0;
-	found = find_job(id, &jobid, &state, &err);
-	if (found < 0) {
-		free(err);
-		return -1;      /* Slurm cannot be asked: nothing is decided */
+	/* A job not alive in a list older than this question is looked
+	 * for in a new one: it may have been submitted since. */
+	for (int fresh = 0; fresh < 2 && !alive; fresh++) {
+		if (fresh && list_at >= asked)
+			break;
+		if ((!list || fresh || mono_ms() - list_at >= LIST_KEEP_MS) && list_fetch() < 0)
+			return -1;      /* Slurm cannot be asked: nothing is decided */
+		free(line);
+		found = list_find(id, &line, &jobid, &state);
+		if (found < 0)
+			return -1;
+		alive = found && (!want || !strcmp(want, jobid)) && slurm_state_alive(state);
 	}
-	alive = found && (!want || !strcmp(want, jobid)) && slurm_state_alive(state);
 	if (!alive)
 		*why = found ? xasprintf("Slurm job %s ended %s without a final status", jobid, state)
 			     : xasprintf("Slurm job %s is gone without a final status",
 					 want ? want : "(none)");
-	free(jobid);
-	free(state);
+	free(line);
 	return alive;
 }
 

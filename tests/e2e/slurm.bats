@@ -202,9 +202,10 @@ slurm_daemon() {
 	# b's worker and job killed outright: Slurm ends the job, nobody
 	# writes a final state.
 	job=$(field "$b" slurm_job)
-	pids=$(pgrep -f "slurm-job $(aid "$b")"; pgrep -f "^sleep 300$")
-	# shellcheck disable=SC2086
-	kill -KILL $pids
+	worker=$(pgrep -f "slurm-job $(aid "$b")")
+	pgid=$(sed -n 's/^pgid //p' "$STATE/attempts/$(aid "$b").state")
+	[ -n "$worker" ] && [ -n "$pgid" ]
+	kill -KILL -- "$worker" "-$pgid"
 	wait_for 40 '[ "$(state "$b")" = lost ]'
 	[[ $(field "$b" reason) == "Slurm job $job ended "*" without a final status" ]]
 }

@@ -118,6 +118,7 @@ jfield() { scontrol show job -o "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 		bash -c "trap 'echo usr1 >> $T/child-sig' USR1; echo \\\$\\\$ > $T/child; while :; do sleep 0.1; done" &
 		echo \$\$ > $T/script
 		while [ ! -s $T/script-sig ]; do wait; done
+		kill \$(cat $T/child)
 		echo done
 	EOF
 	id=$(sb "$T/job.sh")
