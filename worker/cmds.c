@@ -547,7 +547,7 @@ int cmd_pause(struct wk_state *st, int argc, char **argv)
 		free(tmp);
 		/* A Slurm job that runs: its batch step looks (SIGUSR1);
 		 * one still pending sees the file when it starts. */
-		if (st->slurm && strcmp(wire_get(&r, "state"), "starting")) {
+		if (st->slurm && !wk_state_is(&r, WS_STARTING)) {
 			char *why = NULL;
 
 			if (slurm_signal(&r, "USR1", &why) < 0) {

@@ -32,6 +32,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -384,6 +385,31 @@ static int allocation_cards(struct launch *l, long long **gpu, size_t *ngpu)
 	return 0;
 }
 
+/* The job cannot be run (the lock held): its final state says why,
+ * and so does stderr (the attempt's slurm.out).  Returns EX. */
+static int job_failed(struct wk_state *st, const char *id, int ex, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int job_failed(struct wk_state *st, const char *id, int ex, const char *fmt, ...)
+{
+	struct wire_rec r = { 0 };
+	char *why;
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (vasprintf(&why, fmt, ap) < 0)
+		why = NULL;
+	va_end(ap);
+	if (wire_add(&r, "attempt", id) < 0 || wire_add(&r, "state", wire_state_name(WS_FAILED)) < 0 ||
+	    wire_add(&r, "reason", why ? why : "worker: out of memory") < 0 ||
+	    wk_set_ll(&r, "finished", now_ms()) < 0 || wk_state_write(st, id, &r) < 0)
+		fprintf(stderr, "%s: attempts/%s.state: %s\n", PROG, id, strerror(errno));
+	wire_free(&r);
+	ex = wk_err(ex, "%s", why ? why : "out of memory");
+	free(why);
+	return ex;
+}
+
 static int job_lock(int adir, int *fd)
 {
 	long long until = mono_ms() + SLURM_LOCK_WAIT_MS;
@@ -438,18 +464,16 @@ int cmd_slurm_job(struct wk_state *st, int argc, char **argv)
 	}
 	wire_free(&now);
 	if (read_capped(l.adir, "spec", WIRE_MAX_RECORD, &buf, &len) < 0)
-		return wk_errsys(EX_OSERR_, "attempts/%s/spec", argv[0]);
+		return job_failed(st, argv[0], EX_OSERR_, "attempts/%s/spec: %s", argv[0],
+				  strerror(errno));
 	got = wire_parse(buf, len, &rec, &why) > 0;
 	free(buf);
 	sp.rec = rec;
-	if (!got || spec_check(&sp, &bad) < 0) {
-		got = wk_err(EX_DATAERR_, "attempts/%s/spec: %s", argv[0],
-			     bad ? bad : why ? why : "no record");
-		free(bad);
-		return got;
-	}
+	if (!got || spec_check(&sp, &bad) < 0)
+		return job_failed(st, argv[0], EX_DATAERR_, "attempts/%s/spec: %s", argv[0],
+				  bad ? bad : why ? why : "no record");
 	if (allocation_cards(&l, &gpu, &ngpu) < 0)
-		return wk_errsys(EX_OSERR_, "out of memory");
+		return job_failed(st, argv[0], EX_OSERR_, "worker: out of memory");
 	/* The cards are Slurm's allocation: no leases to take. */
 	free(sp.gpu);
 	sp.gpu = gpu;
@@ -467,7 +491,7 @@ int cmd_slurm_job(struct wk_state *st, int argc, char **argv)
 		l.cwd = wk_expand_path(sp.cwd, 0);
 	if (!l.lease || !l.mark || !l.adir_path || !l.log_path || (sp.cwd && !l.cwd) ||
 	    job_env(&l) < 0)
-		return wk_errsys(EX_OSERR_, "out of memory");
+		return job_failed(st, argv[0], EX_OSERR_, "worker: out of memory");
 	/* In the batch step's own process: Slurm sees the job's end as
 	 * the end of this process. */
 	supervise(&l, -1);
@@ -587,26 +611,31 @@ int slurm_signal(const struct wire_rec *r, const char *sig, char **why)
 
 int slurm_cancel_pending(struct wk_state *st, const char *id, struct wire_rec *r)
 {
-	const char *job = wire_get(r, "slurm_job");
+	char *job = wire_get(r, "slurm_job") ? strdup(wire_get(r, "slurm_job")) : NULL;
 	char *out = NULL, *why = NULL;
-	char *argv[] = { "scancel", (char *)job, NULL };
+	char *argv[] = { "scancel", job, NULL };
 	int adir, fd = -1, got, rc = 0;
 
-	if (!job)
+	/* Only a job that never started: one that runs stops itself
+	 * (SIGUSR2), and a lock on another machine may not be seen. */
+	if (!job || !wk_state_is(r, WS_STARTING)) {
+		free(job);
 		return 0;
+	}
 	adir = openat(st->attfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (adir < 0)
-		return -1;
-	got = lock_at(adir, "lock", LOCK_EX, 0, &fd);
-	close(adir);
-	if (got != 1)
-		return got < 0 ? -1 : 0;        /* it runs: SIGUSR2 stops it */
+	got = adir < 0 ? -1 : lock_at(adir, "lock", LOCK_EX, 0, &fd);
+	if (adir >= 0)
+		close(adir);
+	if (got != 1) {
+		free(job);
+		return got < 0 ? -1 : 0;        /* it is starting: SIGUSR2 stops it */
+	}
 	/* Pending in Slurm, and the job cannot start while we hold its
 	 * lock: recorded cancelled first (a job that starts after this
 	 * finds it final and runs nothing), then taken out of Slurm. */
 	wire_free(r);
 	got = wk_state_read(st, id, r);
-	if (got == 1 && !wk_state_final(wire_get(r, "state"))) {
+	if (got == 1 && wk_state_is(r, WS_STARTING)) {
 		if (wire_set(r, "state", wire_state_name(WS_CANCELLED)) < 0 ||
 		    wire_set(r, "reason", "cancelled") < 0 || wk_set_ll(r, "finished", now_ms()) < 0 ||
 		    wk_state_write(st, id, r) < 0)
@@ -617,6 +646,7 @@ int slurm_cancel_pending(struct wk_state *st, const char *id, struct wire_rec *r
 	close(fd);
 	free(out);
 	free(why);
+	free(job);
 	return got < 0 ? -1 : rc;
 }
 

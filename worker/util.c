@@ -240,6 +240,13 @@ int wk_state_final(const char *s)
 	return wire_state_parse(s, &ws) == 0 && wire_state_final(ws);
 }
 
+int wk_state_is(const struct wire_rec *r, enum wire_state ws)
+{
+	const char *s = wire_get(r, "state");
+
+	return s && !strcmp(s, wire_state_name(ws));
+}
+
 int wk_host_ok(const char *s, size_t n)
 {
 	if (n == 0 || n > 255 || s[0] == '-' || s[0] == '.')

@@ -98,6 +98,8 @@ int wk_state_read(const struct wk_state *st, const char *id, struct wire_rec *r)
 int wk_state_write(const struct wk_state *st, const char *id, const struct wire_rec *r);
 /* The final states: succeeded failed cancelled lost paused. */
 int wk_state_final(const char *state);
+/* Does state record R say state WS? */
+int wk_state_is(const struct wire_rec *r, enum wire_state ws);
 
 /*
  * The state of attempt ID as status reports it (LAYOUT.md section 8):

@@ -169,6 +169,19 @@ slurm_daemon() {
 	wait_for 20 '[ -z "$(in_client squeue -h -o %i --name "cb-$(aid "$long")")" ]'
 }
 
+@test "a job still pending in Slurm is cancelled there: recorded cancelled, gone from squeue, never run" {
+	sed -i 's/sbatch_args: \[--comment, cardbaton-test\]/sbatch_args: [--begin=now+600]/' "$C"
+	slurm_daemon
+	id=$(sub --node cluster -- sh -c 'echo ran > "$0"' "$T/ran")
+	wait_for 30 '[ "$(in_client squeue -h -o %T --name "cb-$(aid "$id")")" = PENDING ]'
+	[ "$(field "$id" reason)" = "launching on cluster" ]
+	in_client cardbaton-cancel --config "$C" "$id"
+	wait_for 30 '[ "$(state "$id")" = cancelled ]'
+	[ "$(field "$id" reason)" = "cancelled by user" ]
+	[ -z "$(in_client squeue -h -o %i --name "cb-$(aid "$id")")" ]
+	[ ! -e "$T/ran" ]
+}
+
 @test "kill -9 of the daemon again and again while jobs go to Slurm: each runs once, from one sbatch" {
 	ids=()
 	for i in $(seq 1 8); do
