@@ -128,21 +128,8 @@ slurm_daemon() {
 }
 
 @test "a resumable job on Slurm is paused, resumed on the same Slurm node, its work intact; cancel takes a job out of Slurm" {
-	cat > "$T/coop.sh" <<-'SH'
-		n=$1 log=$2 i=0
-		if [ -n "${SSHGPU_CHECKPOINT:-}" ]; then i=$(cat "$SSHGPU_CHECKPOINT"); fi
-		while [ "$i" -lt "$n" ]; do
-			i=$((i + 1)); echo "step $i $SLURMD_NODENAME $SLURM_JOB_ID" >> "$log"; sleep 0.05
-			if [ -e "$SSHGPU_PAUSE_FILE" ]; then
-				echo "$i" > "$log.ck"
-				printf '{"checkpoint": "%s"}\n' "$log.ck" > "$SSHGPU_CHECKPOINT_READY.tmp"
-				mv "$SSHGPU_CHECKPOINT_READY.tmp" "$SSHGPU_CHECKPOINT_READY"
-				exit 75
-			fi
-		done
-	SH
 	slurm_daemon
-	id=$(sub --node cluster --resume-command "sh $T/coop.sh 60 $T/steps" -- sh "$T/coop.sh" 60 "$T/steps")
+	id=$(sub --node cluster --resume-command "sh $CB_TOP/tests/lib/coop-steps.sh 60 $T/steps SLURMD_NODENAME SLURM_JOB_ID" -- sh "$CB_TOP/tests/lib/coop-steps.sh" 60 "$T/steps" SLURMD_NODENAME SLURM_JOB_ID)
 	wait_for 30 '[ "$(wc -l < "$T/steps" 2>/dev/null)" -ge 3 ]'
 	first=$(aid "$id")
 	in_client cardbaton-pause --config "$C" "$id"

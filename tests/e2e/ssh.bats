@@ -343,21 +343,8 @@ ssh_daemon() {
 }
 
 @test "checkpoint on an SSH host: pause, resume on the same host; a resumed job waits for its unreachable node" {
-	cat > "$T/coop.sh" <<-'SH'
-		n=$1 log=$2 i=0
-		if [ -n "${SSHGPU_CHECKPOINT:-}" ]; then i=$(cat "$SSHGPU_CHECKPOINT"); fi
-		while [ "$i" -lt "$n" ]; do
-			i=$((i + 1)); echo "step $i $CARDBATON_HOST" >> "$log"; sleep 0.05
-			if [ -e "$SSHGPU_PAUSE_FILE" ]; then
-				echo "$i" > "$log.ck"
-				printf '{"checkpoint": "%s"}\n' "$log.ck" > "$SSHGPU_CHECKPOINT_READY.tmp"
-				mv "$SSHGPU_CHECKPOINT_READY.tmp" "$SSHGPU_CHECKPOINT_READY"
-				exit 75
-			fi
-		done
-	SH
 	ssh_daemon
-	id=$(sub --resume-command "sh $T/coop.sh 60 $T/steps" -- sh "$T/coop.sh" 60 "$T/steps")
+	id=$(sub --resume-command "sh $CB_TOP/tests/lib/coop-steps.sh 60 $T/steps CARDBATON_HOST" -- sh "$CB_TOP/tests/lib/coop-steps.sh" 60 "$T/steps" CARDBATON_HOST)
 	wait_for 20 '[ "$(wc -l < "$T/steps" 2>/dev/null)" -ge 3 ]'
 	host=$(head -1 "$T/steps" | cut -d' ' -f3)
 	n=${host#host}
