@@ -145,25 +145,36 @@ SAN = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover
 # install the Debian packages they need first.
 # The sanitizer pass leaves out the seeded fault run (faults.bats: the
 # plain pass has it, and `make soak B=build-san` runs it long) and the
-# test harness's own tests (sshhosts.bats: shell and namespaces, none of
-# our C), and has the crash-point walk (crash.bats) to itself.
-SAN_E2E = $(filter-out tests/e2e/faults.bats tests/e2e/sshhosts.bats tests/e2e/slurmharness.bats,$(wildcard tests/e2e/*.bats))
+# test harnesses' own tests (sshhosts.bats, slurmharness.bats: shell,
+# namespaces and Slurm, none of our C); the crash-point walk
+# (crash.bats, which only a crash-point build runs) goes beside it.
+SAN_E2E = $(filter-out tests/e2e/faults.bats tests/e2e/sshhosts.bats tests/e2e/slurmharness.bats \
+		       tests/e2e/crash.bats,$(wildcard tests/e2e/*.bats))
+SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
 
-# The suites mostly wait (for daemons, nodes, Slurm), so what only
-# needs the CPU runs beside them, niced: the sanitizer build beside the
-# plain suites, the fuzz smoke beside the sanitizer suites.  Each log
-# is shown whole, after its pass.
+# The suites mostly wait (for daemons, nodes, Slurm), so work that is
+# independent of them runs beside them: the sanitizer build (niced) and
+# the suites with test hosts and a cluster of their own (the seeded
+# fault run, the Slurm harness) beside the plain pass; the crash-point
+# walk (crash.bats, runs of its own in parallel on a local node), then
+# the fuzz smoke (niced), beside the other sanitizer suites.  Each
+# side's log is shown whole after it.
+BESIDE_E2E = tests/e2e/faults.bats tests/e2e/slurmharness.bats
+
 test check:
 	tests/install-deps
 	$(MAKE) all
 	@nice -n 19 $(MAKE) B=build-san SANFLAGS="$(SAN) -DCB_CRASH_POINTS" CFLAGS="-O1 -g" all \
 		> $(B)/build-san.log 2>&1 & san=$$!; \
-	tests/run $(B); r=$$?; \
-	wait $$san; s=$$?; cat $(B)/build-san.log; [ $$r -eq 0 ] && [ $$s -eq 0 ]
-	@nice -n 19 $(MAKE) fuzz-smoke > $(B)/fuzz-smoke.log 2>&1 & fz=$$!; \
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-		tests/run build-san all $(SAN_E2E); r=$$?; \
-	wait $$fz; f=$$?; cat $(B)/fuzz-smoke.log; [ $$r -eq 0 ] && [ $$f -eq 0 ]
+	tests/run $(B) e2e $(BESIDE_E2E) > $(B)/beside-plain.log 2>&1 & b=$$!; \
+	tests/run $(B) all $(filter-out $(BESIDE_E2E),$(wildcard tests/e2e/*.bats)); r=$$?; \
+	wait $$b; p=$$?; cat $(B)/beside-plain.log; \
+	wait $$san; s=$$?; cat $(B)/build-san.log; [ $$r -eq 0 ] && [ $$p -eq 0 ] && [ $$s -eq 0 ]
+	@{ $(SAN_ENV) tests/run build-san e2e tests/e2e/crash.bats; echo "crash walk: exit $$?"; \
+	   nice -n 19 $(MAKE) fuzz-smoke; echo "fuzz-smoke: exit $$?"; } > $(B)/beside.log 2>&1 & b=$$!; \
+	$(SAN_ENV) tests/run build-san all $(SAN_E2E); r=$$?; \
+	wait $$b; cat $(B)/beside.log; [ $$r -eq 0 ] && grep -qx 'crash walk: exit 0' $(B)/beside.log && \
+		grep -qx 'fuzz-smoke: exit 0' $(B)/beside.log
 
 unit: all
 	tests/run $(B) unit
