@@ -28,6 +28,12 @@ def cmd_gaps(args):
     gaps = [(s[i + 1] - e[i]) / 1e6 for i in range(len(s) - 1)]
     print(json.dumps(summary(gaps)))
 
+def cmd_delays(args):
+    # delays FROM TO : line by line, TO minus FROM (ns), in ms.
+    a = [int(x) for x in open(args[0])]
+    b = [int(x) for x in open(args[1])]
+    print(json.dumps(summary([(b[i] - a[i]) / 1e6 for i in range(len(a))])))
+
 def cmd_drop(args):
     # drop SPOOL N JSON : write N job files through tmp/ into new/, fast.
     spool, n, body = args[0], int(args[1]), args[2].encode()
@@ -74,10 +80,15 @@ def cmd_table(args):
             ok, tgt = True, "(none)"
         elif t.get("vs"):
             base = peers.get(t["vs"]) if t["vs"] in peers else r.get("other_value")
-            if base:
+            if base and r["median"] is not None:
                 ratio = r["median"] / base
-            ok = ratio is not None and ratio <= t["max"]
-            tgt = f"<= {t['max']}x {t['vs']}"
+            if "plus" in t:
+                # At most the baseline plus a fixed cost (in the unit).
+                ok = ratio is not None and r["median"] <= base + t["plus"]
+                tgt = f"<= {t['vs']} + {t['plus']} {r['unit']}"
+            else:
+                ok = ratio is not None and ratio <= t["max"]
+                tgt = f"<= {t['max']}x {t['vs']}"
         else:
             ok = r["median"] is not None and r["median"] <= t["max"]
             tgt = f"<= {t['max']} {r['unit']}"
