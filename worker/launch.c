@@ -29,7 +29,8 @@
  * ends before step 6 leaves no trace (the same ID may come again). */
 static void remove_attempt_dir(struct launch *l)
 {
-	static const char *const files[] = { "spec", ".spec.tmp", "cancel", "pause", "checkpoint", "lock" };
+	static const char *const files[] = { "spec", ".spec.tmp", "cancel", "pause", "checkpoint",
+					      "batch", ".batch.tmp", "lock" };
 	size_t i;
 
 	for (i = 0; i < sizeof files / sizeof files[0]; i++)

@@ -169,6 +169,15 @@ slurm_daemon() {
 	[ ! -e "$T/ran" ]
 }
 
+@test "a job Slurm refuses waits in the queue with sbatch's reason; nothing is left in Slurm" {
+	sed -i 's/sbatch_args: \[--comment, cardbaton-test\]/sbatch_args: [--nodelist=nosuchhost]/' "$C"
+	slurm_daemon
+	id=$(sub --node cluster -- true)
+	wait_for 30 '[[ $(field "$id" reason) == "waiting: sbatch: "*"Invalid node name specified"* ]]'
+	[ "$(state "$id")" = queued ]
+	[ -z "$(in_client squeue -h -t all -o %i)" ]
+}
+
 @test "kill -9 of the daemon again and again while jobs go to Slurm: each runs once, from one sbatch" {
 	ids=()
 	for i in $(seq 1 8); do
