@@ -149,17 +149,19 @@ SAN = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover
 # namespaces and Slurm, none of our C); the crash-point walk
 # (crash.bats, which only a crash-point build runs) goes beside it.
 SAN_E2E = $(filter-out tests/e2e/faults.bats tests/e2e/sshhosts.bats tests/e2e/slurmharness.bats \
-		       tests/e2e/crash.bats,$(wildcard tests/e2e/*.bats))
+		       $(SAN_BESIDE_E2E),$(wildcard tests/e2e/*.bats))
 SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
 
-# The suites mostly wait (for daemons, nodes, Slurm), so work that is
-# independent of them runs beside them: the sanitizer build (niced) and
-# the suites with test hosts and a cluster of their own (the seeded
-# fault run, the Slurm harness) beside the plain pass; the crash-point
-# walk (crash.bats, runs of its own in parallel on a local node), then
-# the fuzz smoke (niced), beside the other sanitizer suites.  Each
-# side's log is shown whole after it.
-BESIDE_E2E = tests/e2e/faults.bats tests/e2e/slurmharness.bats
+# The suites mostly wait (for daemons, nodes, Slurm), so two run at
+# once, and work that needs only the CPU beside them: the sanitizer
+# build (niced) and a second lane of suites (the seeded fault run, the
+# Slurm harness, daemon.bats) beside the plain pass; the crash-point
+# walk (crash.bats, runs of its own in parallel on a local node), ssh.bats,
+# then the fuzz smoke (niced), beside the other sanitizer suites.  No
+# suite shares anything with another (each test has its own directory,
+# test hosts, cluster and ports).  Each side's log is shown whole after it.
+BESIDE_E2E = tests/e2e/faults.bats tests/e2e/slurmharness.bats tests/e2e/daemon.bats
+SAN_BESIDE_E2E = tests/e2e/crash.bats tests/e2e/ssh.bats
 
 test check:
 	tests/install-deps
@@ -170,10 +172,10 @@ test check:
 	tests/run $(B) all $(filter-out $(BESIDE_E2E),$(wildcard tests/e2e/*.bats)); r=$$?; \
 	wait $$b; p=$$?; cat $(B)/beside-plain.log; \
 	wait $$san; s=$$?; cat $(B)/build-san.log; [ $$r -eq 0 ] && [ $$p -eq 0 ] && [ $$s -eq 0 ]
-	@{ $(SAN_ENV) tests/run build-san e2e tests/e2e/crash.bats; echo "crash walk: exit $$?"; \
+	@{ $(SAN_ENV) tests/run build-san e2e $(SAN_BESIDE_E2E); echo "crash walk, ssh: exit $$?"; \
 	   nice -n 19 $(MAKE) fuzz-smoke; echo "fuzz-smoke: exit $$?"; } > $(B)/beside.log 2>&1 & b=$$!; \
 	$(SAN_ENV) tests/run build-san all $(SAN_E2E); r=$$?; \
-	wait $$b; cat $(B)/beside.log; [ $$r -eq 0 ] && grep -qx 'crash walk: exit 0' $(B)/beside.log && \
+	wait $$b; cat $(B)/beside.log; [ $$r -eq 0 ] && grep -qx 'crash walk, ssh: exit 0' $(B)/beside.log && \
 		grep -qx 'fuzz-smoke: exit 0' $(B)/beside.log
 
 unit: all
