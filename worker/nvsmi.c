@@ -486,24 +486,116 @@ static int run_nvsmi(const char *query, long long deadline, char **out, size_t *
 	return -1;
 }
 
+/* The compute processes' question, asked by a child process while the
+ * caller asks for the cards (each nvidia-smi run costs tens of ms on a
+ * real driver): its answer comes back on a pipe, "0" and the output or
+ * "1" and the error, to its end, which the deadline bounds. */
+struct apps_ask {
+	pid_t pid;
+	int fd;
+};
+
+static int apps_start(struct apps_ask *a, long long deadline)
+{
+	int p[2];
+
+	a->pid = -1;
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	fflush(NULL);
+	if ((a->pid = fork()) < 0) {
+		close(p[0]);
+		close(p[1]);
+		return -1;
+	}
+	if (a->pid == 0) {
+		char *out = NULL, *err = NULL;
+		size_t len = 0;
+		int ok;
+
+		close(p[0]);
+		ok = run_nvsmi(q_apps, deadline, &out, &len, &err) == 0;
+		if (!ok)
+			len = strlen(err ? err : "out of memory");
+		_exit(write_full(p[1], ok ? "0" : "1", 1) < 0 ||
+		      write_full(p[1], ok ? out : err ? err : "out of memory", len) < 0);
+	}
+	close(p[1]);
+	a->fd = p[0];
+	return 0;
+}
+
+/* The child's answer: 0 with *OUT, or -1 with *ERR. */
+static int apps_finish(struct apps_ask *a, char **out, size_t *len, char **err)
+{
+	char *b = NULL, tmp[4096];
+	size_t n = 0;
+	ssize_t got;
+	int st, bad = 0;
+
+	*out = NULL;
+	while ((got = read(a->fd, tmp, sizeof tmp)) != 0) {
+		char *nb;
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0 || n > NVSMI_MAX_OUTPUT + 1 || !(nb = realloc(b, n + (size_t)got + 1))) {
+			bad = 1;
+			break;
+		}
+		b = nb;
+		memcpy(b + n, tmp, (size_t)got);
+		n += (size_t)got;
+	}
+	close(a->fd);
+	while (waitpid(a->pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (bad || !n || (b[0] != '0' && b[0] != '1')) {
+		free(b);
+		*err = xasprintf("nvidia-smi: the compute processes' answer was lost");
+		return -1;
+	}
+	b[n] = '\0';
+	if (b[0] == '1') {
+		*err = strdup(b + 1);
+		free(b);
+		return -1;
+	}
+	memmove(b, b + 1, n);   /* with its NUL */
+	*out = b;
+	*len = n - 1;
+	return 0;
+}
+
 /* The cards (and with NV_ALL their compute processes) from nvidia-smi:
- * one run for NV_CARDS, two for NV_ALL, both by DEADLINE. */
+ * one run for NV_CARDS; for NV_ALL two at once (the second in
+ * apps_start's child; one after the other when it cannot be forked),
+ * both by DEADLINE.  The cards' error is the answer when both fail. */
 static int nvsmi_query(struct nv_info *info, enum nv_what what, long long deadline, char **err)
 {
-	char *out;
+	struct apps_ask a = { -1, -1 };
+	char *out, *aerr = NULL;
 	size_t len;
-	int r;
+	int r, apps = what == NV_ALL && apps_start(&a, deadline) == 0;
 
 	memset(info, 0, sizeof *info);
-	if (run_nvsmi(q_gpus, deadline, &out, &len, err) < 0)
-		return -1;
-	r = nv_parse_gpus(out, len, info, err);
-	free(out);
+	r = run_nvsmi(q_gpus, deadline, &out, &len, err);
+	if (r == 0) {
+		r = nv_parse_gpus(out, len, info, err);
+		free(out);
+	}
+	/* Never left behind: the child ends by the deadline. */
+	if (apps && apps_finish(&a, &out, &len, &aerr) < 0 && r == 0) {
+		*err = aerr ? aerr : xasprintf("out of memory");
+		aerr = NULL;
+		r = -1;
+	}
+	free(aerr);
 	if (r < 0)
 		goto fail;
 	if (what == NV_CARDS)
 		return 0;
-	if (run_nvsmi(q_apps, deadline, &out, &len, err) < 0)
+	if (!apps && run_nvsmi(q_apps, deadline, &out, &len, err) < 0)
 		goto fail;
 	r = nv_parse_apps(out, len, info, err);
 	free(out);

@@ -177,16 +177,18 @@ same() {
 }
 
 @test "gpus: a hung driver is killed; nvidia-smi's deadline is the answer" {
-	echo 3600 > "$FAKE_GPU_DIR/delay"
+	# A delay of its own: pgrep below sees every process on the machine.
+	echo "3600.$$" > "$FAKE_GPU_DIR/delay"
 	ask "$NVML" -d "$T/hung-state" gpus
 	[ "$(cat "$LAST.rc")" -eq 69 ]
 	grep -qx 'error nvidia-smi%20did%20not%20answer%20within%2010%20s' "$LAST.out"
 	grep -qx 'cardbaton-worker: nvidia-smi did not answer within 10 s' "$LAST.err"
-	# NVML was asked, then nvidia-smi; nothing of either is left.
+	# NVML was asked, then nvidia-smi (its two questions at once);
+	# nothing of either is left.
 	[ "$(nvml_calls nvmlInit_v2)" -eq 1 ]
-	[ "$(smi_runs)" -eq 1 ]
+	[ "$(smi_runs)" -eq 2 ]
 	not pgrep -f "$T/hung-state"
-	not pgrep -f '^sleep 3600$'
+	not pgrep -f "^sleep 3600\\.$$\$"
 }
 
 @test "gpus: NVML hung alone: killed at half the deadline, and nvidia-smi answers" {
@@ -294,10 +296,10 @@ wait_final() {      # wait_final ID
 	CARDBATON_NVML=off cardbaton-worker launch < "$T/spec.in" > "$T/out"
 	[ "$(field state < "$T/out")" != busy ]
 	wait_final 1a-1
-	# nvidia-smi: three runs, not four.
-	[ "$(cat "$FAKE_GPU_DIR/smi.log")" = "--query-gpu=index,uuid,memory.used,memory.total,utilization.gpu,name --format=csv,noheader,nounits
+	# nvidia-smi: three runs, not four (the check's two at once).
+	[ "$(sort "$FAKE_GPU_DIR/smi.log")" = "--query-compute-apps=gpu_uuid,pid,used_memory --format=csv,noheader,nounits
 --query-gpu=index,uuid,memory.used,memory.total,utilization.gpu,name --format=csv,noheader,nounits
---query-compute-apps=gpu_uuid,pid,used_memory --format=csv,noheader,nounits" ]
+--query-gpu=index,uuid,memory.used,memory.total,utilization.gpu,name --format=csv,noheader,nounits" ]
 
 	# NVML: two queries, processes asked of each card once.
 	logs_clear

@@ -278,6 +278,27 @@ go() {
 	not pgrep -f '^sleep 61\.25$'
 }
 
+@test "gpus: nvidia-smi's two questions (the cards, their compute processes) are asked at once" {
+	# Each run answers only once the other has been asked: asked one
+	# after the other, the first gives up after 5 s and the query fails.
+	rm "$FAKE_GPU_DIR/bin/nvidia-smi"
+	cat > "$FAKE_GPU_DIR/bin/nvidia-smi" <<-EOF
+		#!/bin/sh
+		case "\$1" in --query-gpu=*) me=gpu other=apps ;; *) me=apps other=gpu ;; esac
+		: > "$T/asked.\$me"
+		i=0
+		while [ ! -e "$T/asked.\$other" ] && [ \$i -lt 100 ]; do sleep 0.05; i=\$((i + 1)); done
+		[ -e "$T/asked.\$other" ] || { echo "asked one after the other" >&2; exit 3; }
+		exec "$CB_TOP/tests/fake-nvidia-smi" "\$@"
+	EOF
+	chmod +x "$FAKE_GPU_DIR/bin/nvidia-smi"
+	fake_apps "$U1, 4242, 500"
+	run cardbaton-worker gpus
+	[ "$status" -eq 0 ]
+	[ "$(grep -c '^index ' <<< "$output")" -eq 4 ]
+	[ "$(grep '^processes ' <<< "$output" | tr '\n' ' ')" = "processes 0 processes 1 processes 0 processes 0 " ]
+}
+
 # ---- launch ------------------------------------------------------------------
 
 @test "launch: CUDA_VISIBLE_DEVICES is exactly the requested cards' UUIDs, in order" {
