@@ -203,8 +203,14 @@ static int start(struct launch *l)
 	CRASH_POINT("worker launch: spec written", NULL);
 	if (l->st->slurm) {
 		rc = slurm_submit(l, &busy);
-		if (busy)
-			goto undo;
+		if (busy) {
+			/* Slurm refused or could not be asked: no trace, and
+			 * the node's failure (not busy cards), so that the
+			 * controller retries with its back-off, not at once. */
+			remove_attempt_dir(l);
+			rc = wk_err(EX_OSERR_, "%s", busy);
+			free(busy);
+		}
 		return rc;
 	}
 

@@ -169,13 +169,18 @@ slurm_daemon() {
 	[ ! -e "$T/ran" ]
 }
 
-@test "a job Slurm refuses waits in the queue with sbatch's reason; nothing is left in Slurm" {
+@test "a job Slurm refuses: the node's error says why, the attempt waits and is sent again, nothing is left in Slurm" {
 	sed -i 's/sbatch_args: \[--comment, cardbaton-test\]/sbatch_args: [--nodelist=nosuchhost]/' "$C"
 	slurm_daemon
 	id=$(sub --node cluster -- true)
-	wait_for 30 '[[ $(field "$id" reason) == "waiting: sbatch: "*"Invalid node name specified"* ]]'
-	[ "$(state "$id")" = queued ]
-	[ -z "$(in_client squeue -h -t all -o %i)" ]
+	nerr() { st --json | json "[n['error'] or '' for n in d['nodes'] if n['name'] == 'cluster'][0]"; }
+	wait_for 30 '[[ $(nerr) == *"sbatch: "*"Invalid node name specified"* ]]'
+	# Asked again (the daemon logs each failure), never by a new attempt.
+	wait_for 30 '[ "$(grep -c "Invalid node name specified" "$T/daemon.log")" -ge 2 ]'
+	[ "$(state "$id")" = running ]
+	[ "$(field "$id" reason)" = "launching on cluster" ]
+	[ "$(field "$id" attempts)" = 1 ]
+	[ -z "$(slurm_jobs "$(aid "$id")")" ]
 }
 
 @test "kill -9 of the daemon again and again while jobs go to Slurm: each runs once, from one sbatch" {
