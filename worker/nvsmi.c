@@ -584,11 +584,16 @@ static int nvsmi_query(struct nv_info *info, enum nv_what what, long long deadli
 		r = nv_parse_gpus(out, len, info, err);
 		free(out);
 	}
-	/* Never left behind: the child ends by the deadline. */
-	if (apps && apps_finish(&a, &out, &len, &aerr) < 0 && r == 0) {
-		*err = aerr ? aerr : xasprintf("out of memory");
-		aerr = NULL;
-		r = -1;
+	/* Never left behind: the child ends by the deadline.  The cards'
+	 * error, when there is one, is the answer. */
+	if (apps && apps_finish(&a, &out, &len, &aerr) < 0) {
+		if (r == 0) {
+			*err = aerr ? aerr : xasprintf("out of memory");
+			aerr = NULL;
+			r = -1;
+		}
+	} else if (apps && r < 0) {
+		free(out);
 	}
 	free(aerr);
 	if (r < 0)
