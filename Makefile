@@ -39,7 +39,8 @@ LIB_SRC  = $(BASE_SRC) $(wildcard spool-layout/*.c) $(wildcard link/*.c)
 LIB_OBJ  = $(LIB_SRC:%.c=$(B)/%.o)
 LIB      = $(B)/libcardbaton.a
 
-TOOLS    = submit status logs promote pause resume cancel hold release wait drain undrain gpus bootstrap
+TOOLS    = submit status logs promote pause resume cancel hold release wait drain undrain gpus bootstrap \
+           $(patsubst bin/%.c,%,$(wildcard bin/top.c bin/metrics.c bin/report.c bin/mcp.c))
 TOOL_BIN = $(TOOLS:%=$(B)/cardbaton-%)
 BINS     = $(B)/cardbaton $(B)/sshgpu $(TOOL_BIN) $(B)/cardbaton-spoold \
            $(B)/cardbaton-run $(B)/cardbaton-worker $(B)/cardbaton-worker-static \

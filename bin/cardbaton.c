@@ -38,6 +38,10 @@ static const struct {
 	{ "drain", "place nothing new on a node (--checkpoint: its resumable jobs wait)" },
 	{ "undrain", "put a drained node back in service" },
 	{ "gpus", "every node's GPUs, leases and idle state" },
+	{ "top", "a live full-screen view of the queue and the cards" },
+	{ "metrics", "the daemon's Prometheus metrics (SPOOL/metrics.prom)" },
+	{ "report", "who used which card: hours busy, jobs, idle while jobs waited" },
+	{ "mcp", "a Model Context Protocol server on stdio, for assistants" },
 	{ "bootstrap", "install a public key on a node" },
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

@@ -247,10 +247,8 @@ static void load_nodes(struct spool *sp, const struct config *c)
 			nodes[i] = t;
 		}
 	}
-	for (size_t i = k; i < nnodes; i++) {   /* nodes no longer configured */
-		free(nodes[i].name);
-		free(nodes[i].error);
-	}
+	for (size_t i = k; i < nnodes; i++)     /* nodes no longer configured */
+		node_status_clear(&nodes[i]);
 	nnodes = k;
 }
 

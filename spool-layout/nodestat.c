@@ -1,6 +1,8 @@
 /*
  * nodestat.c - SPOOL/nodes/NAME.json: what the daemon last saw of each
- * node (reachable or not, why, since when), which status shows.
+ * node (reachable or not, why, since when, its cards at the last GPU
+ * query), which status, top and metrics show.  A view, not a record:
+ * replaced atomically, never synced (LAYOUT.md §1).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -13,29 +15,129 @@
 #include "drain.h"
 #include "nodestat.h"
 
-int spool_node_put(struct spool *sp, const struct node_status *ns, struct cb_err *err)
+/* A reading the driver did not report (-1) is null. */
+static cJSON *add_reading(cJSON *o, const char *key, long long v)
 {
-	cJSON *o = cJSON_CreateObject();
-	char *text = NULL, *name = xasprintf("%s.json", ns->name), *since = rfc3339(ns->since);
-	int r = -1;
+	return v < 0 ? cJSON_AddNullToObject(o, key) : cJSON_AddNumberToObject(o, key, (double)v);
+}
 
-	if (!o || !name || !since || !cJSON_AddStringToObject(o, "name", ns->name) ||
-	    !cJSON_AddBoolToObject(o, "reachable", ns->reachable) ||
-	    !(ns->error ? cJSON_AddStringToObject(o, "error", ns->error)
-			: cJSON_AddNullToObject(o, "error")) ||
-	    !cJSON_AddStringToObject(o, "since", since) ||
-	    !cJSON_AddNumberToObject(o, "since_ms", (double)ns->since) ||
-	    !(text = cJSON_Print(o))) {
-		cb_err_sys(err, EX_OSERR_, "node %s", ns->name);
-		goto out;
+static cJSON *card_json(const struct node_card *c)
+{
+	cJSON *o = cJSON_CreateObject(), *sh = NULL;
+	int ok = o && cJSON_AddNumberToObject(o, "index", c->index) &&
+		 cJSON_AddStringToObject(o, "uuid", c->uuid ? c->uuid : "") &&
+		 cJSON_AddStringToObject(o, "name", c->name ? c->name : "") &&
+		 add_reading(o, "memory_used_mib", c->mem_used) &&
+		 add_reading(o, "memory_total_mib", c->mem_total) &&
+		 add_reading(o, "utilization", c->util) && add_reading(o, "processes", c->procs) &&
+		 cJSON_AddBoolToObject(o, "idle", c->idle) &&
+		 (c->lease ? cJSON_AddStringToObject(o, "lease", c->lease)
+			   : cJSON_AddNullToObject(o, "lease")) &&
+		 (c->job ? cJSON_AddNumberToObject(o, "job", (double)c->job)
+			 : cJSON_AddNullToObject(o, "job")) &&
+		 (sh = cJSON_AddArrayToObject(o, "shares"));
+
+	for (size_t i = 0; ok && i < c->nshares; i++) {
+		cJSON *n = cJSON_CreateNumber((double)c->shares[i]);
+
+		ok = n && cJSON_AddItemToArray(sh, n);
 	}
-	r = spool_write(sp, SD_NODES, name, text, err);
-out:
+	if (!ok) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+char *node_status_text(const struct node_status *ns)
+{
+	cJSON *o = cJSON_CreateObject(), *cards = NULL;
+	char *text = NULL, *since = rfc3339(ns->since), *at = ns->cards_at ? rfc3339(ns->cards_at) : NULL;
+	int ok = o && since && (!ns->cards_at || at) && cJSON_AddStringToObject(o, "name", ns->name) &&
+		 cJSON_AddBoolToObject(o, "reachable", ns->reachable) &&
+		 (ns->error ? cJSON_AddStringToObject(o, "error", ns->error)
+			    : cJSON_AddNullToObject(o, "error")) &&
+		 cJSON_AddStringToObject(o, "since", since) &&
+		 cJSON_AddNumberToObject(o, "since_ms", (double)ns->since) &&
+		 (at ? cJSON_AddStringToObject(o, "gpus_at", at) : cJSON_AddNullToObject(o, "gpus_at")) &&
+		 cJSON_AddNumberToObject(o, "gpus_at_ms", (double)ns->cards_at) &&
+		 (cards = cJSON_AddArrayToObject(o, "gpus"));
+
+	for (size_t i = 0; ok && i < ns->ncards; i++) {
+		cJSON *c = card_json(&ns->cards[i]);
+
+		ok = c && cJSON_AddItemToArray(cards, c);
+	}
+	if (ok)
+		text = cJSON_Print(o);
 	cJSON_Delete(o);
-	cJSON_free(text);
-	free(name);
 	free(since);
+	free(at);
+	return text;
+}
+
+int spool_node_put(struct spool *sp, const char *node, const char *text, struct cb_err *err)
+{
+	char *name = xasprintf("%s.json", node);
+	int r;
+
+	if (!name)
+		return cb_err_sys(err, EX_OSERR_, "node %s", node);
+	r = spool_write_view(sp, SD_NODES, name, text, err);
+	free(name);
 	return r;
+}
+
+/* A number that fits a long long (and is whole), else DEF. */
+static long long num(const cJSON *o, const char *key, long long def)
+{
+	const cJSON *x = cJSON_GetObjectItem(o, key);
+
+	if (!cJSON_IsNumber(x) || !(x->valuedouble >= -1 && x->valuedouble < 9.2e18) ||
+	    x->valuedouble != (double)(long long)x->valuedouble)
+		return def;
+	return (long long)x->valuedouble;
+}
+
+static char *str(const cJSON *o, const char *key)
+{
+	const cJSON *x = cJSON_GetObjectItem(o, key);
+
+	return cJSON_IsString(x) ? strdup(x->valuestring) : NULL;
+}
+
+/* NS's cards from the "gpus" array of O; what is not a card is left out. */
+static void cards_read(const cJSON *o, struct node_status *ns)
+{
+	const cJSON *v = cJSON_GetObjectItem(o, "gpus"), *x;
+	int n = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 0;
+
+	ns->cards_at = num(o, "gpus_at_ms", 0);
+	if (n <= 0 || !(ns->cards = calloc((size_t)n, sizeof *ns->cards)))
+		return;
+	cJSON_ArrayForEach(x, v) {
+		struct node_card *c = &ns->cards[ns->ncards];
+		const cJSON *sh = cJSON_GetObjectItem(x, "shares"), *y;
+		int nsh = cJSON_IsArray(sh) ? cJSON_GetArraySize(sh) : 0;
+
+		if (!cJSON_IsObject(x) || (c->index = (int)num(x, "index", -1)) < 0 ||
+		    num(x, "index", -1) > 1000000)
+			continue;
+		c->uuid = str(x, "uuid");
+		c->name = str(x, "name");
+		c->mem_used = num(x, "memory_used_mib", -1);
+		c->mem_total = num(x, "memory_total_mib", -1);
+		c->util = num(x, "utilization", -1);
+		c->procs = num(x, "processes", -1);
+		c->idle = cJSON_IsTrue(cJSON_GetObjectItem(x, "idle"));
+		c->lease = str(x, "lease");
+		c->job = num(x, "job", 0);
+		if (nsh > 0 && (c->shares = calloc((size_t)nsh, sizeof *c->shares)))
+			cJSON_ArrayForEach(y, sh)
+				if (cJSON_IsNumber(y) && y->valuedouble >= 1 && y->valuedouble < 1e10)
+					c->shares[c->nshares++] = (long long)y->valuedouble;
+		ns->ncards++;
+	}
 }
 
 int spool_node_list(struct spool *sp, struct node_status **vp, size_t *np)
@@ -59,7 +161,7 @@ int spool_node_list(struct spool *sp, struct node_status **vp, size_t *np)
 		cJSON *o, *x;
 		int ck;
 
-		if (read_capped(sp->dir[SD_NODES], names[i], 65536, &buf, &len) < 0)
+		if (read_capped(sp->dir[SD_NODES], names[i], NODE_FILE_MAX, &buf, &len) < 0)
 			continue;
 		o = cJSON_ParseWithLength(buf, len);
 		free(buf);
@@ -70,8 +172,8 @@ int spool_node_list(struct spool *sp, struct node_status **vp, size_t *np)
 			v[k].reachable = cJSON_IsTrue(cJSON_GetObjectItem(o, "reachable"));
 			if (cJSON_IsString(x = cJSON_GetObjectItem(o, "error")))
 				v[k].error = strdup(x->valuestring);
-			if (cJSON_IsNumber(x = cJSON_GetObjectItem(o, "since_ms")))
-				v[k].since = (long long)x->valuedouble;
+			v[k].since = num(o, "since_ms", 0);
+			cards_read(o, &v[k]);
 			v[k].drained = spool_drain_get(sp, v[k].name, &ck, &err) == 1;
 			cb_err_free(&err);
 			k++;
@@ -84,11 +186,23 @@ int spool_node_list(struct spool *sp, struct node_status **vp, size_t *np)
 	return 0;
 }
 
+void node_status_clear(struct node_status *ns)
+{
+	free(ns->name);
+	free(ns->error);
+	for (size_t c = 0; c < ns->ncards; c++) {
+		free(ns->cards[c].uuid);
+		free(ns->cards[c].name);
+		free(ns->cards[c].lease);
+		free(ns->cards[c].shares);
+	}
+	free(ns->cards);
+	memset(ns, 0, sizeof *ns);
+}
+
 void node_status_free(struct node_status *v, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		free(v[i].name);
-		free(v[i].error);
-	}
+	for (size_t i = 0; i < n; i++)
+		node_status_clear(&v[i]);
 	free(v);
 }

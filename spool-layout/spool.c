@@ -386,6 +386,20 @@ int spool_write(struct spool *sp, enum spool_dir d, const char *name, const char
 	return 0;
 }
 
+int spool_write_view(struct spool *sp, enum spool_dir d, const char *name, const char *text,
+		     struct cb_err *err)
+{
+	char *tmp = xasprintf(".%s.tmp", name);
+	int r = tmp ? atomic_write_at(d == SD_N ? sp->fd : sp->dir[d], tmp, name, text,
+				      strlen(text), sp->fmode, 0) : -1;
+
+	free(tmp);
+	if (r < 0)
+		return cb_err_sys(err, write_ex(), "%s/%s%s%s", sp->path,
+				  d == SD_N ? "" : spool_dir_name[d], d == SD_N ? "" : "/", name);
+	return 0;
+}
+
 int spool_list(struct spool *sp, enum spool_dir d, char ***names, size_t *n)
 {
 	int fd = dup(sp->dir[d]);

@@ -76,6 +76,13 @@ int spool_submit(struct spool *sp, const struct job_def *jd, long long *id,
  * read-only spool: spool_errno_ex). */
 int spool_write(struct spool *sp, enum spool_dir d, const char *name, const char *text,
 		struct cb_err *err);
+/* The same for a view the daemon rewrites (nodes/NAME.json,
+ * metrics.prom): replaced atomically through the fixed ".NAME.tmp" in
+ * its own directory (D, or with SD_N the spool's), never synced: a
+ * crash leaves the old or the new text, or none after a power loss,
+ * and the next write puts it right.  The caller is its only writer. */
+int spool_write_view(struct spool *sp, enum spool_dir d, const char *name, const char *text,
+		     struct cb_err *err);
 
 /* Entries of DIR that do not begin with '.', sorted with strcmp.
  * *names is a malloc'd array of malloc'd strings. */

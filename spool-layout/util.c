@@ -184,6 +184,42 @@ int rfc3339_parse(const char *s, long long *ms)
 	return *ms < 0 ? -1 : 0;
 }
 
+int when_parse(const char *s, long long now, long long *ms)
+{
+	static const struct { char unit; long long ms; } units[] = {
+		{ 's', 1000LL }, { 'm', 60000LL }, { 'h', 3600000LL },
+		{ 'd', 86400000LL }, { 'w', 604800000LL },
+	};
+	size_t n = strlen(s);
+
+	if (rfc3339_parse(s, ms) == 0)
+		return 0;
+	if (n == 10 && s[4] == '-' && s[7] == '-') {    /* YYYY-MM-DD: its midnight UTC */
+		char t[32];
+
+		snprintf(t, sizeof t, "%sT00:00:00Z", s);
+		return rfc3339_parse(t, ms);
+	}
+	if (n < 2 || n > 9)
+		return -1;
+	for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+		long long v = 0;
+
+		if (s[n - 1] != units[i].unit)
+			continue;
+		for (size_t k = 0; k + 1 < n; k++) {
+			if (s[k] < '0' || s[k] > '9')
+				return -1;
+			v = v * 10 + (s[k] - '0');
+		}
+		if (v < 1)
+			return -1;
+		*ms = now - v * units[i].ms;
+		return 0;
+	}
+	return -1;
+}
+
 int parse_ll(const char *s, long long lo, long long hi, long long *out)
 {
 	const char *p = s;

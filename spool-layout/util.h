@@ -42,6 +42,11 @@ char *rfc3339(long long ms);
  * optional fraction (dropped: whole seconds), then Z, z or +HH:MM /
  * -HH:MM; years 1970-9999.  0 with *MS, or -1. */
 int rfc3339_parse(const char *s, long long *ms);
+/* A WHEN of the tools' --since (SPEC §5): an RFC 3339 time as above, a
+ * date "YYYY-MM-DD" (its midnight UTC), or an age "N" + s, m, h, d or w
+ * ("90m", "7d": that long before NOW, epoch ms), N 1 to 99999999.
+ * 0 with *MS, or -1. */
+int when_parse(const char *s, long long now, long long *ms);
 
 /* Parse a decimal long long in [lo, hi]; the whole string must be
  * digits with an optional leading '-'.  0 or -1. */

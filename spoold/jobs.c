@@ -521,23 +521,80 @@ void reconcile_done(struct daemon *d, size_t node, int status)
 	}
 }
 
-/* nodes/NAME.json, for `status` (LAYOUT.md §1). */
-static void node_record(struct daemon *d, struct node *n)
+/* nodes/NAME.json (LAYOUT.md §1), for status, top and metrics: due
+ * when the node's reachability or its card snapshot changed, written
+ * once a turn by views_flush (main.c). */
+void node_view_due(struct node *n)
 {
-	struct node_status ns = { (char *)n->conf->name, n->reachable, n->error, now_ms(), 0 };
-	struct cb_err err = { 0 };
+	n->view_due = 1;
+}
 
-	if (spool_node_put(&d->sp, &ns, &err) < 0) {
-		write_failed(d, err.ex, err.msg);
-		/* A full disk: node_ok writes it again.  Anything else (a
-		 * stray directory in its place) is said once, and tried
-		 * again at the node's next change. */
-		n->recorded = err.ex != EX_TEMPFAIL_;
-		cb_err_free(&err);
-		return;
+/* N's view, or NULL (out of memory). */
+static char *node_view(struct daemon *d, const struct node *n)
+{
+	struct node_status ns = { (char *)n->conf->name, n->reachable, n->error, n->since, 0,
+				  NULL, 0, 0 };
+	char *text = NULL;
+
+	if (n->known && n->ngpus && !(ns.cards = calloc(n->ngpus, sizeof *ns.cards)))
+		return NULL;
+	ns.cards_at = n->known ? n->view_at : 0;
+	for (size_t i = 0; n->known && i < n->ngpus; i++) {
+		const struct gpu_info *g = &n->gpus[i];
+		struct node_card *c = &ns.cards[ns.ncards++];
+		const struct rent *e = g->lease ? r_find_aid(d, g->lease) : NULL;
+
+		*c = (struct node_card){ g->index, g->uuid, g->name, g->mem_used, g->mem_total,
+					 g->util, g->procs, gpu_idle(g, n->conf->idle_mib), g->lease,
+					 e ? e->id : 0, NULL, 0 };
+		if (g->nshares && !(c->shares = calloc(g->nshares, sizeof *c->shares)))
+			goto out;
+		for (size_t s = 0; s < g->nshares; s++)
+			if ((e = r_find_aid(d, g->shares[s])))
+				c->shares[c->nshares++] = e->id;
 	}
-	write_ok(d);
-	n->recorded = 1;
+	text = node_status_text(&ns);
+out:
+	for (size_t i = 0; i < ns.ncards; i++)
+		free(ns.cards[i].shares);
+	free(ns.cards);
+	return text;
+}
+
+void node_views_flush(struct daemon *d)
+{
+	for (size_t k = 0; k < d->nnodes; k++) {
+		struct node *n = &d->nodes[k];
+		struct cb_err err = { 0 };
+		char *text;
+
+		if (!n->view_due)
+			continue;
+		if (!(text = node_view(d, n))) {
+			logmsg("node %s: nodes/%s.json: out of memory", n->conf->name, n->conf->name);
+			continue;       /* due still: the next turn tries again */
+		}
+		if (n->view && !strcmp(n->view, text)) {
+			free(text);
+			n->view_due = 0;
+			continue;
+		}
+		if (spool_node_put(&d->sp, n->conf->name, text, &err) < 0) {
+			free(text);
+			write_failed(d, err.ex, err.msg);
+			/* A full disk: due still, written once the stall ends.
+			 * Anything else (a stray directory in its place) is said
+			 * once, and tried again at the node's next change. */
+			n->view_due = err.ex == EX_TEMPFAIL_;
+			cb_err_free(&err);
+			continue;
+		}
+		write_ok(d);
+		free(n->view);
+		n->view = text;
+		n->view_due = 0;
+		n->recorded = 1;
+	}
 }
 
 void node_failed(struct daemon *d, size_t node, const char *why)
@@ -552,8 +609,10 @@ void node_failed(struct daemon *d, size_t node, const char *why)
 	n->reachable = 0;
 	free(n->error);
 	n->error = strndup(why, len);
-	if (changed)
-		node_record(d, n);
+	if (changed) {
+		n->since = now_ms();
+		node_view_due(n);
+	}
 	n->backoff = n->backoff ? n->backoff * 2 : BACKOFF_MIN_MS;
 	if (n->backoff > BACKOFF_MAX_MS)
 		n->backoff = BACKOFF_MAX_MS;
@@ -567,16 +626,21 @@ void node_ok(struct daemon *d, size_t node)
 
 	int changed = !n->reachable || !n->recorded;
 
-	if (!n->reachable)
+	if (!n->reachable) {
 		logmsg("node %s reachable", n->conf->name);
+		n->since = now_ms();
+	}
 	n->reachable = 1;
 	n->worker_seen = 1;     /* whatever answered was the worker */
 	free(n->error);
 	n->error = NULL;
 	n->backoff = 0;
 	n->retry_at = 0;
-	if (changed)
-		node_record(d, n);
+	if (changed) {
+		if (!n->since)
+			n->since = now_ms();
+		node_view_due(n);
+	}
 }
 
 /* ---- control requests ------------------------------------------------ */

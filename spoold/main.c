@@ -727,6 +727,7 @@ static void free_daemon(struct daemon *d)
 		acall_free(&n->check);
 		gpus_free(n->gpus, n->ngpus);
 		free(n->error);
+		free(n->view);
 		for (size_t e = 0; e < n->nended; e++)
 			free(n->ended[e]);
 		free(n->ended);
@@ -851,6 +852,8 @@ int main(int argc, char **argv)
 		 * (turn.c) -- before the loop sleeps. */
 		if (turn_commit(&d) && d.dirty && !d.stalled)
 			timeout = 0;
+		/* The views (nodes/, metrics.prom): what the turn changed. */
+		node_views_flush(&d);
 		/* The hooks due (this turn's committed), with their deadlines. */
 		if (d.hookq_head < d.hookq_n) {
 			long long next = LLONG_MAX;
@@ -882,6 +885,7 @@ int main(int argc, char **argv)
 	}
 out:
 	turn_commit(&d);
+	node_views_flush(&d);
 	index_stop(&iw);
 	logmsg("stopping; running jobs keep running");
 	free(ps.p);

@@ -100,6 +100,7 @@ static void lease_ended(struct node *n, size_t i)
  * query the memory they use is a guess). */
 static void leases_ended(struct node *n, const char *aid)
 {
+	node_view_due(n);
 	for (size_t i = 0; i < n->ngpus; i++) {
 		struct gpu_info *g = &n->gpus[i];
 
@@ -189,6 +190,8 @@ void query_done(struct daemon *d, struct node *n, int status)
 	ended_clear(n);
 	n->fresh = 1;
 	n->fresh_at = mono_now();
+	n->view_at = now_ms();
+	node_view_due(n);
 	d->dirty = 1;
 }
 
@@ -380,6 +383,7 @@ static struct plan_in plan_input(struct daemon *d, struct plan_job *jobs,
  */
 static void leases_taken(struct node *n, const int *cards, size_t ncards, const struct rent *e)
 {
+	node_view_due(n);
 	for (size_t c = 0; e && c < ncards; c++) {
 		long s = plan_slot(n->gpus, n->ngpus, cards[c]);
 		struct gpu_info *g = s >= 0 ? &n->gpus[s] : NULL;

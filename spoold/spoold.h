@@ -74,6 +74,10 @@ struct node {
 	int reachable;
 	int worker_seen;                /* it has run here (a stream, a call): installed */
 	int recorded;                   /* nodes/NAME.json written since start */
+	long long since;                /* wall ms reachable last changed */
+	int view_due;                   /* nodes/NAME.json to be written this turn */
+	char *view;                     /* ... its text as last written */
+	long long view_at;              /* wall ms of the snapshot it shows */
 	char *error;                    /* why it is unreachable */
 	long long retry_at;             /* mono ms; back-off while unreachable */
 	long long backoff;
@@ -265,6 +269,10 @@ int reconcile_node(struct daemon *d, size_t node);
 void reconcile_done(struct daemon *d, size_t node, int status);
 void node_failed(struct daemon *d, size_t node, const char *why);
 void node_ok(struct daemon *d, size_t node);
+/* nodes/NAME.json: N's view is due (its reachability or cards changed);
+ * every due one written at the end of the turn (node_views_flush). */
+void node_view_due(struct node *n);
+void node_views_flush(struct daemon *d);
 void write_failed(struct daemon *d, int ex, const char *msg);
 void write_ok(struct daemon *d);
 

@@ -834,6 +834,22 @@ static void test_workflow_fields(void)
 
 		CHECK(rfc3339_parse(*t, &ms) == -1);
 	}
+	/* --since's WHEN: a time, a date, an age before now. */
+	{
+		long long ms, now = 1796144400000LL;
+
+		CHECK(when_parse("2026-12-01T17:00:00Z", now, &ms) == 0 && ms == now);
+		CHECK(when_parse("2026-12-01", now, &ms) == 0 && ms == now - 17 * 3600000LL);
+		CHECK(when_parse("90m", now, &ms) == 0 && ms == now - 90 * 60000LL);
+		CHECK(when_parse("2h", now, &ms) == 0 && ms == now - 2 * 3600000LL);
+		CHECK(when_parse("7d", now, &ms) == 0 && ms == now - 7 * 86400000LL);
+		CHECK(when_parse("1w", now, &ms) == 0 && ms == now - 604800000LL);
+		CHECK(when_parse("30s", now, &ms) == 0 && ms == now - 30000);
+		for (const char *const *t = (const char *const[]){
+			     "", "d", "0d", "-1d", "1.5h", "7 d", "7D", "1y", "1234567890d",
+			     "2026-13-01", "2026-02-30", "2026/12/01", "yesterday", NULL }; *t; t++)
+			CHECK(when_parse(*t, now, &ms) == -1);
+	}
 	CHECK_STR(bad("command: [a]\nafter: []\n"), "job.yaml:2: after: must list at least one job ID");
 	CHECK_STR(bad("command: [a]\nafter: [1, 1]\n"), "job.yaml:2: after[1]: 1 is listed twice");
 	CHECK_STR(bad("command: [a]\nafter: [0]\n"),
