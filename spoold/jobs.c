@@ -292,6 +292,20 @@ void effect_run(struct daemon *d, const struct effect *ef)
  * no row (the job is in no state that takes EV), or not found; -1: the
  * record could not be read or written (said; write_failed stalls).
  */
+/* The metrics of a step that changed J (from FROM, its last attempt
+ * from AFROM; AS_N: a new one), and the count of paused jobs. */
+static void count_step(struct daemon *d, const struct job *j, enum job_state from,
+		       enum att_state afrom)
+{
+	const struct attempt *a = job_last_attempt(j);
+	size_t k = 0;
+
+	while (a && a->node && k < d->nnodes && strcmp(d->nodes[k].conf->name, a->node))
+		k++;
+	metrics_step(&d->metrics, j, from, afrom, a && a->node ? k : d->nnodes);
+	d->npaused += (j->state == JS_PAUSED) - (from == JS_PAUSED);
+}
+
 int job_step(struct daemon *d, long long id, enum job_event ev, const struct ev_arg *a)
 {
 	const struct transition *t;
@@ -299,7 +313,9 @@ int job_step(struct daemon *d, long long id, enum job_event ev, const struct ev_
 	enum spool_dir dir;
 	enum job_state from;
 	const struct attempt *at;
+	enum att_state afrom;
 	struct job j;
+	size_t natt;
 	char *name;
 	int r;
 
@@ -318,6 +334,8 @@ int job_step(struct daemon *d, long long id, enum job_event ev, const struct ev_
 		r = 0;
 		goto out;
 	}
+	natt = j.natt;
+	afrom = at ? at->state : AS_N;
 	if ((r = transition_apply(t, &j, a, now_ms())) < 0) {
 		logmsg("job %lld: %s: out of memory", id, job_event_name(ev));
 		goto out;
@@ -326,6 +344,10 @@ int job_step(struct daemon *d, long long id, enum job_event ev, const struct ev_
 		r = -1;
 		goto out;
 	}
+	if (r)
+		count_step(d, &j, from, j.natt == natt ? afrom : AS_N);
+	if (ev == EV_PAUSE)
+		metrics_paused(&d->metrics);
 	follow(d, &j, from, ev, a, r);
 	r = 1;
 out:
@@ -529,35 +551,51 @@ void node_view_due(struct node *n)
 	n->view_due = 1;
 }
 
-/* N's view, or NULL (out of memory). */
-static char *node_view(struct daemon *d, const struct node *n)
+int node_status_of(struct daemon *d, const struct node *n, struct node_status *ns)
 {
-	struct node_status ns = { (char *)n->conf->name, n->reachable, n->error, n->since, 0,
-				  NULL, 0, 0 };
-	char *text = NULL;
-
-	if (n->known && n->ngpus && !(ns.cards = calloc(n->ngpus, sizeof *ns.cards)))
-		return NULL;
-	ns.cards_at = n->known ? n->view_at : 0;
+	*ns = (struct node_status){ (char *)n->conf->name, n->reachable, n->error, n->since,
+				    n->drained, NULL, 0, n->known ? n->view_at : 0 };
+	if (n->known && n->ngpus && !(ns->cards = calloc(n->ngpus, sizeof *ns->cards)))
+		return -1;
 	for (size_t i = 0; n->known && i < n->ngpus; i++) {
 		const struct gpu_info *g = &n->gpus[i];
-		struct node_card *c = &ns.cards[ns.ncards++];
+		struct node_card *c = &ns->cards[ns->ncards++];
 		const struct rent *e = g->lease ? r_find_aid(d, g->lease) : NULL;
 
 		*c = (struct node_card){ g->index, g->uuid, g->name, g->mem_used, g->mem_total,
 					 g->util, g->procs, gpu_idle(g, n->conf->idle_mib), g->lease,
 					 e ? e->id : 0, NULL, 0 };
-		if (g->nshares && !(c->shares = calloc(g->nshares, sizeof *c->shares)))
-			goto out;
+		if (g->nshares && !(c->shares = calloc(g->nshares, sizeof *c->shares))) {
+			node_status_of_free(ns);
+			return -1;
+		}
 		for (size_t s = 0; s < g->nshares; s++)
 			if ((e = r_find_aid(d, g->shares[s])))
 				c->shares[c->nshares++] = e->id;
 	}
+	return 0;
+}
+
+void node_status_of_free(struct node_status *ns)
+{
+	for (size_t i = 0; i < ns->ncards; i++)
+		free(ns->cards[i].shares);
+	free(ns->cards);
+	ns->cards = NULL;
+	ns->ncards = 0;
+}
+
+/* N's view, or NULL (out of memory).  Drained is not in it: drain/
+ * says that (LAYOUT.md §13). */
+static char *node_view(struct daemon *d, const struct node *n)
+{
+	struct node_status ns;
+	char *text;
+
+	if (node_status_of(d, n, &ns) < 0)
+		return NULL;
 	text = node_status_text(&ns);
-out:
-	for (size_t i = 0; i < ns.ncards; i++)
-		free(ns.cards[i].shares);
-	free(ns.cards);
+	node_status_of_free(&ns);
 	return text;
 }
 
@@ -720,6 +758,8 @@ int yield_ask(struct daemon *d, struct rent *e, const char *why, const char *wor
 		return -1;
 	}
 	logmsg("job %lld: %s: asked to checkpoint within %lld s", e->id, why, e->grace);
+	if (!strcmp(word, "preempted"))
+		metrics_preempted(&d->metrics);
 	CRASH_POINT("yield: node asked", NULL);
 	return 1;
 }
@@ -822,4 +862,65 @@ done:
 	if (!keep)
 		turn_after(d, &(struct effect){ EF_CTL_DONE, 0, NULL, (char *)name });
 	return 0;
+}
+
+/* ---- metrics.prom --------------------------------------------------------- */
+
+#define METRICS_EVERY_MS 1000
+
+static char *metrics_now_text(struct daemon *d)
+{
+	struct metrics_now now = { (long long)d->nq, 0, (long long)d->nr, d->npaused, { 0 },
+				   NULL, 0 };
+	struct node_status *ns = calloc(d->nnodes + 1, sizeof *ns);
+	char *text = NULL;
+
+	if (!ns)
+		return NULL;
+	for (size_t i = 0; i < d->nq; i++) {
+		now.held += d->q[i]->held;
+		now.band[d->q[i]->prio < 0 ? 0 : d->q[i]->prio == 0 ? 1 : 2]++;
+	}
+	for (; now.nnodes < d->nnodes; now.nnodes++)
+		if (node_status_of(d, &d->nodes[now.nnodes], &ns[now.nnodes]) < 0)
+			goto out;
+	now.nodes = ns;
+	text = metrics_text(&d->metrics, &now);
+out:
+	for (size_t k = 0; k < now.nnodes; k++)
+		node_status_of_free(&ns[k]);
+	free(ns);
+	return text;
+}
+
+int metrics_flush(struct daemon *d, int force)
+{
+	struct cb_err err = { 0 };
+	long long now = mono_now();
+	char *text;
+
+	if (!force && d->metrics_at && now - d->metrics_at < METRICS_EVERY_MS)
+		return (int)(d->metrics_at + METRICS_EVERY_MS - now);
+	d->metrics_at = now;
+	if (!(text = metrics_now_text(d))) {
+		logmsg("metrics.prom: out of memory");
+		return METRICS_EVERY_MS;
+	}
+	if (d->metrics_text && !strcmp(d->metrics_text, text)) {
+		free(text);
+		return -1;      /* nothing changed: nothing due until something happens */
+	}
+	/* A view: its failure stops nothing (said once until it works). */
+	if (spool_write_view(&d->sp, SD_N, "metrics.prom", text, &err) < 0) {
+		if (!d->metrics_said)
+			logmsg("%s (the metrics are written again in a second)", err.msg);
+		d->metrics_said = 1;
+		cb_err_free(&err);
+		free(text);
+		return METRICS_EVERY_MS;
+	}
+	d->metrics_said = 0;
+	free(d->metrics_text);
+	d->metrics_text = text;
+	return -1;
 }

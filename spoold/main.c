@@ -364,6 +364,34 @@ static void load_records(struct daemon *d)
 	}
 }
 
+/* The metrics (metrics.h): the counters the last daemon wrote carried
+ * on, the paused jobs counted. */
+static void metrics_start(struct daemon *d)
+{
+	const char **names = calloc(d->nnodes + 1, sizeof *names);
+	char **paused, *buf;
+	size_t n, len;
+
+	for (size_t k = 0; names && k < d->nnodes; k++)
+		names[k] = d->nodes[k].conf->name;
+	if (!names || metrics_init(&d->metrics, names, d->nnodes, now_ms()) < 0) {
+		free(names);
+		logmsg("metrics: out of memory");
+		exit(EX_OSERR_);
+	}
+	free(names);
+	if (read_capped(d->sp.fd, "metrics.prom", METRICS_FILE_MAX, &buf, &len) == 0) {
+		metrics_restore(&d->metrics, buf, len);
+		free(buf);
+	} else if (errno != ENOENT) {
+		logmsg("%s/metrics.prom: %s; the counters start from 0", d->sp.path, strerror(errno));
+	}
+	if (spool_list(&d->sp, SD_PAUSED, &paused, &n) == 0) {
+		d->npaused = (long long)n;
+		spool_list_free(paused, n);
+	}
+}
+
 static void scan_dir(struct daemon *d, enum spool_dir which)
 {
 	char **names;
@@ -733,6 +761,8 @@ static void free_daemon(struct daemon *d)
 		free(n->ended);
 	}
 	free(d->nodes);
+	metrics_free(&d->metrics);
+	free(d->metrics_text);
 	for (size_t i = 0; i < d->nq; i++)
 		qent_free(d->q[i]);
 	free(d->q);
@@ -823,6 +853,7 @@ int main(int argc, char **argv)
 	warn_strays(&d);
 	dedupe(&d);
 	load_records(&d);
+	metrics_start(&d);
 	hooks_recover(&d);
 	scan_dir(&d, SD_INCOMING);
 	scan_dir(&d, SD_NEW);
@@ -840,7 +871,7 @@ int main(int argc, char **argv)
 		stream_start(&d, &d.nodes[k]);
 	d.dirty = 1;
 	while (!quit) {
-		int n, timeout;
+		int n, timeout, mt;
 
 		/* Nothing is launched while the spool cannot record it; the
 		 * pass is made when the stall ends.  What the timers find due
@@ -854,6 +885,8 @@ int main(int argc, char **argv)
 			timeout = 0;
 		/* The views (nodes/, metrics.prom): what the turn changed. */
 		node_views_flush(&d);
+		if ((mt = metrics_flush(&d, 0)) >= 0 && (timeout < 0 || mt < timeout))
+			timeout = mt;
 		/* The hooks due (this turn's committed), with their deadlines. */
 		if (d.hookq_head < d.hookq_n) {
 			long long next = LLONG_MAX;
@@ -886,6 +919,7 @@ int main(int argc, char **argv)
 out:
 	turn_commit(&d);
 	node_views_flush(&d);
+	metrics_flush(&d, 1);
 	index_stop(&iw);
 	logmsg("stopping; running jobs keep running");
 	free(ps.p);

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "spool.h"
+#include "metrics.h"
 #include "node.h"
 #include "table.h"
 
@@ -194,6 +195,13 @@ struct daemon {
 	size_t nresv;
 	/* on_finish hooks (hooks.c): SPOOL/hooks, the ones running, and
 	 * the job IDs of those due, in order (hookq[hookq_head..hookq_n)). */
+	/* Metrics (metrics.h), written to SPOOL/metrics.prom at most once
+	 * a second when they changed (metrics_flush). */
+	struct metrics metrics;
+	long long npaused;              /* records in paused/ */
+	long long metrics_at;           /* mono ms of the last look */
+	char *metrics_text;             /* as last written */
+	int metrics_said;               /* its write failed: said once */
 	int hooks_fd;
 	struct hook_run hook[HOOK_MAX];
 	long long *hookq;
@@ -273,6 +281,14 @@ void node_ok(struct daemon *d, size_t node);
  * every due one written at the end of the turn (node_views_flush). */
 void node_view_due(struct node *n);
 void node_views_flush(struct daemon *d);
+/* N as nodes/NAME.json shows it (NS's strings are N's; its cards
+ * malloc'd: node_status_of_free).  0, or -1: out of memory. */
+int node_status_of(struct daemon *d, const struct node *n, struct node_status *ns);
+void node_status_of_free(struct node_status *ns);
+/* metrics.prom, when a second has passed since the last look and
+ * something changed (FORCE: now); the ms until the next look may be
+ * due, for the loop's timeout (-1: none). */
+int metrics_flush(struct daemon *d, int force);
 void write_failed(struct daemon *d, int ex, const char *msg);
 void write_ok(struct daemon *d);
 

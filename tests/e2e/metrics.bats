@@ -1,0 +1,142 @@
+#!/usr/bin/env bats
+# metrics.bats - SPOOL/metrics.prom and `cardbaton metrics` (issue 17,
+# part 2), checked by Prometheus's own promtool (Debian's prometheus):
+# while jobs run, after a handoff, after a restart and a kill -9; the
+# counters never go down across a restart; the card snapshot of
+# nodes/NAME.json that metrics and top read.  What each transition
+# counts, and the handoff rule, are unit tests (tests/unit/test_metrics.c).
+
+load ../lib/common
+
+bats_require_minimum_version 1.5.0
+export BATS_TEST_TIMEOUT=${BATS_TEST_TIMEOUT:-60}
+
+setup() {
+	setup_common
+	C=$T/config.yaml
+	command -v promtool >/dev/null || { echo "promtool missing: tests/install-deps installs prometheus" >&2; return 1; }
+}
+
+teardown() {
+	teardown_common
+}
+
+# check: the file as a scraper reads it passes promtool's lint.
+check() {
+	run --separate-stderr sh -c "cardbaton-metrics --config '$C' | promtool check metrics"
+	[ "$status" -eq 0 ] || { echo "promtool: $output $stderr" >&2; return 1; }
+}
+# val SERIES: its value in metrics.prom, or nothing.
+val() { awk -v k="$1" '$1 == k { print $2 }' "$T/spool/metrics.prom"; }
+gate() { sub --gpu-count "${2:-1}" -- sh -c "while [ ! -e '$T/$1' ]; do sleep 0.05; done"; }
+
+@test "metrics.prom passes promtool while jobs run and after a handoff; the figures are the daemon's" {
+	start_daemon
+	a=$(gate a 4)
+	b=$(gate b 4)           # waits for a's cards
+	wait_for 10 '[ "$(job_state "$a")" = running ]'
+	wait_for 5 '[ "$(val "cardbaton_jobs{state=\"queued\"}")" = 1 ]'
+	check
+	[ "$(val 'cardbaton_jobs{state="running"}')" = 1 ]
+	[ "$(val 'cardbaton_queue_length{band="normal"}')" = 1 ]
+	[ "$(val 'cardbaton_node_up{node="local"}')" = 1 ]
+	[ "$(val 'cardbaton_gpu_state{node="local",gpu="0",uuid="GPU-00000000-0000-0000-0000-000000000000",state="leased"}')" = 1 ]
+	[ "$(val 'cardbaton_gpu_memory_total_bytes{node="local",gpu="3",uuid="GPU-33333333-3333-3333-3333-333333333333"}')" = 85899345920 ]
+	# The handoff: a ends, b takes its four cards.
+	touch "$T/a"
+	wait_for 10 '[ "$(job_state "$b")" = running ]'
+	wait_for 5 '[ "$(val "cardbaton_handoff_seconds_count{node=\"local\"}")" = 4 ]'
+	check
+	[ "$(val 'cardbaton_attempts_total{outcome="succeeded"}')" = 1 ]
+	[ "$(val 'cardbaton_jobs_finished_total{state="succeeded"}')" = 1 ]
+	[ "$(val 'cardbaton_queue_wait_seconds_count')" = 2 ]
+	# The file is the tool's output, byte for byte.
+	diff <(cardbaton-metrics --config "$C") "$T/spool/metrics.prom"
+	touch "$T/b"
+	wait_for 10 'final "$b"'
+}
+
+@test "the counters never go down across a restart, a kill -9 included" {
+	start_daemon
+	for i in 1 2 3; do sub --gpu-count 1 -- true >/dev/null; done
+	f=$(sub --gpu-count 1 -- false)
+	wait_for 10 'final "$f"'
+	wait_for 5 '[ "$(val "cardbaton_attempts_total{outcome=\"failed\"}")" = 1 ]'
+	wait_for 5 '[ "$(val "cardbaton_attempts_total{outcome=\"succeeded\"}")" = 3 ]'
+	cp "$T/spool/metrics.prom" "$T/before.prom"
+	kill -KILL "$DAEMON_PID"
+	wait "$DAEMON_PID" 2>/dev/null || true
+	DAEMON_PID=
+	start_daemon
+	id=$(sub --gpu-count 1 -- true)
+	wait_for 10 'final "$id"'
+	wait_for 5 '[ "$(val "cardbaton_attempts_total{outcome=\"succeeded\"}")" = 4 ]'
+	check
+	stop_daemon
+	start_daemon
+	check
+	# Every counter and histogram series of before.prom is there, and
+	# not lower.
+	python3 - "$T/before.prom" "$T/spool/metrics.prom" <<-'EOF'
+	import sys
+	def series(path):
+	    out = {}
+	    for line in open(path):
+	        if line.startswith('#') or not line.strip():
+	            continue
+	        k, v = line.rsplit(' ', 1)
+	        out[k] = float(v)
+	    return out
+	old, new = series(sys.argv[1]), series(sys.argv[2])
+	counted = [k for k in old if k.split('{')[0].endswith(('_total', '_bucket', '_count', '_sum'))]
+	assert len(counted) > 30, counted
+	for k in counted:
+	    assert k in new, k
+	    assert new[k] >= old[k], (k, old[k], new[k])
+	assert new['cardbaton_jobs_finished_total{state="succeeded"}'] == 4
+	EOF
+}
+
+@test "a metrics.prom that is not the daemon's is read for what it can, then replaced" {
+	mkdir -p "$T/spool"
+	printf 'garbage\ncardbaton_pauses_total 7\ncardbaton_preemptions_total -1\n\0\377{"\n' > "$T/spool/metrics.prom"
+	start_daemon
+	wait_for 5 'grep -q cardbaton_daemon_start_time_seconds "$T/spool/metrics.prom"'
+	check
+	[ "$(val cardbaton_pauses_total)" = 7 ]
+	[ "$(val cardbaton_preemptions_total)" = 0 ]
+	not grep -q garbage "$T/spool/metrics.prom"
+}
+
+@test "cardbaton metrics: no file yet is 66 naming it; it takes no operand (64)" {
+	run --separate-stderr cardbaton-metrics --config "$C"
+	failed 66 cardbaton-metrics
+	[[ $stderr == *"no spool yet"* ]]
+	sub --hold -- true >/dev/null          # the spool, without a daemon
+	run --separate-stderr cardbaton-metrics --config "$C"
+	failed 66 cardbaton-metrics
+	[[ $stderr == *"$T/spool/metrics.prom: no metrics yet"* ]]
+	run --separate-stderr cardbaton-metrics --config "$C" extra
+	failed 64 cardbaton-metrics
+	run --separate-stderr cardbaton metrics --config "$C" --help
+	[ "$status" -eq 0 ]
+	[ "$output" = "usage: cardbaton-metrics [--config PATH]" ]
+}
+
+@test "nodes/NAME.json carries the daemon's card snapshot: the lease holder and its job while it runs" {
+	start_daemon
+	id=$(gate g 2)
+	wait_for 10 '[ "$(job_state "$id")" = running ]'
+	wait_for 5 '[ "$(json "[g[\"job\"] for g in d[\"gpus\"]]" < "$T/spool/nodes/local.json")" = "['"$id"', '"$id"', null, null]" ]'
+	json 'd["gpus"][0]["lease"]' < "$T/spool/nodes/local.json" | grep -q -- "-$id-0\$"
+	[ "$(json 'd["gpus"][3]["idle"]' < "$T/spool/nodes/local.json")" = True ]
+	[ "$(json 'd["gpus"][3]["memory_total_mib"]' < "$T/spool/nodes/local.json")" = 81920 ]
+	[ -n "$(json 'd["gpus_at"]' < "$T/spool/nodes/local.json")" ]
+	touch "$T/g"
+	wait_for 10 'final "$id"'
+	wait_for 5 '[ "$(json "[g[\"lease\"] for g in d[\"gpus\"]]" < "$T/spool/nodes/local.json")" = "[null, null, null, null]" ]'
+	# status still reads it (reachable, no line).
+	run st
+	[ "$status" -eq 0 ]
+	[[ $output != *unreachable* ]]
+}
