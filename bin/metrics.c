@@ -48,6 +48,8 @@ int main(int argc, char **argv)
 		if (errno == ENOENT)
 			die(EX_NOINPUT_, "%s/metrics.prom: no metrics yet (the daemon writes them "
 			    "once it runs: cardbaton run)", sp.path);
+		if (errno == ELOOP)
+			die(EX_DATAERR_, "%s/metrics.prom: is a symbolic link (not followed)", sp.path);
 		die_sys(errno == EFBIG ? EX_DATAERR_ : EX_NOINPUT_, "%s/metrics.prom", sp.path);
 	}
 	if (fwrite(buf, 1, len, stdout) != len)

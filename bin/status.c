@@ -20,6 +20,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,16 +30,71 @@
 
 #include "common.h"
 
-static const char usage[] = "cardbaton-status [--config PATH] [--json] [--all] [JOB_ID...]";
+static const char usage[] = "cardbaton-status [--config PATH] [--json] [--all] [--state S[,S...]] "
+			    "[--node N] [--name GLOB] [--since WHEN] [JOB_ID...]";
 
-enum { OPT_JSON = OPT_TOOL_FIRST, OPT_ALL };
+enum { OPT_JSON = OPT_TOOL_FIRST, OPT_ALL, OPT_STATE, OPT_NODE, OPT_NAME, OPT_SINCE };
 
 static const struct option longopts[] = {
 	COMMON_LONGOPTS,
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "all", no_argument, NULL, OPT_ALL },
+	{ "state", required_argument, NULL, OPT_STATE },
+	{ "node", required_argument, NULL, OPT_NODE },
+	{ "name", required_argument, NULL, OPT_NAME },
+	{ "since", required_argument, NULL, OPT_SINCE },
 	{ NULL, 0, NULL, 0 },
 };
+
+/*
+ * The filters: a job is shown when it passes every one given.  --state:
+ * its state is one of those listed; --node: its NODE is N (a Slurm
+ * node's "N(slurm:JOBID)" too); --name: its name matches GLOB
+ * (fnmatch(3); a job without a name never does); --since: it had not
+ * ended before WHEN (live jobs, and finished ones that ended at or
+ * after it).  A finished state in --state, or --since, reads done/ as
+ * --all does.
+ */
+static unsigned want_states;            /* 1 << state; 0: any */
+static const char *want_node, *want_name;
+static long long want_since = -1;
+
+static int wanted(const struct status_view *v)
+{
+	size_t n;
+
+	if (want_states && !(want_states & 1u << v->state))
+		return 0;
+	if (want_node && strcmp(v->node, want_node) &&
+	    !((n = strlen(want_node)) && !strncmp(v->node, want_node, n) &&
+	      !strncmp(v->node + n, "(slurm:", 7)))
+		return 0;
+	if (want_name && (!strcmp(v->name, "-") || fnmatch(want_name, v->name, 0) != 0))
+		return 0;
+	if (want_since >= 0 && job_state_final(v->state) && v->since < want_since)
+		return 0;
+	return 1;
+}
+
+/* --state's list: every word a state's name, or exit 64 naming it. */
+static unsigned parse_states(const char *arg)
+{
+	unsigned set = 0;
+	char *copy = must_asprintf("%s", arg), *save = NULL;
+
+	for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+		enum job_state s;
+
+		if (job_state_parse(w, &s) < 0)
+			usage_error(usage, "--state: '%s' is not a state (queued, running, pausing, "
+				    "paused, succeeded, failed, cancelled, lost)", w);
+		set |= 1u << s;
+	}
+	if (!set)
+		usage_error(usage, "--state: no state given");
+	free(copy);
+	return set;
+}
 
 #define NCOL 9
 enum { C_ID, C_STATE, C_PRIO, C_NODE, C_GPUS, C_ATT, C_AGE, C_NAME, C_CMD };
@@ -140,6 +196,8 @@ static void add_view(struct status_view *v, int stable)
 {
 	struct row *r;
 
+	if (!wanted(v))
+		return;
 	if (nrows == caprows)
 		rows = xrealloc(rows, (caprows = caprows ? caprows * 2 : 256) * sizeof *rows);
 	r = &rows[nrows++];
@@ -239,15 +297,16 @@ static void load_nodes(struct spool *sp, const struct config *c)
 
 	if (spool_node_list(sp, &nodes, &nnodes) < 0)
 		return;
+	/* The nodes configured (with --node, that one alone). */
 	for (size_t i = 0; i < nnodes; i++) {
-		if (config_node(c, nodes[i].name)) {
+		if (config_node(c, nodes[i].name) && (!want_node || !strcmp(nodes[i].name, want_node))) {
 			struct node_status t = nodes[k];
 
 			nodes[k++] = nodes[i];
 			nodes[i] = t;
 		}
 	}
-	for (size_t i = k; i < nnodes; i++)     /* nodes no longer configured */
+	for (size_t i = k; i < nnodes; i++)
 		node_status_clear(&nodes[i]);
 	nnodes = k;
 }
@@ -417,6 +476,20 @@ int main(int argc, char **argv)
 		case OPT_ALL:
 			show_all = 1;
 			break;
+		case OPT_STATE:
+			want_states = parse_states(optarg);
+			break;
+		case OPT_NODE:
+			want_node = optarg;
+			break;
+		case OPT_NAME:
+			want_name = optarg;
+			break;
+		case OPT_SINCE:
+			if (when_parse(optarg, now_ms(), &want_since) < 0)
+				usage_error(usage, "--since: '%s' is not a time (2026-12-01T18:00:00Z, "
+					    "2026-12-01, or an age: 90m, 12h, 7d)", optarg);
+			break;
 		default:
 			usage_error(usage, "unknown option");
 		}
@@ -424,6 +497,13 @@ int main(int argc, char **argv)
 	for (int i = optind; i < argc; i++)
 		(void)arg_jobid(argv[i]);       /* usage errors before any output */
 	tool_config(&c);
+	if (want_node && !config_node(&c, want_node))
+		die(EX_DATAERR_, "unknown node '%s' (not in %s)", want_node,
+		    c.path ? c.path : "the default config");
+	/* A finished state asked for, or --since: done/ is read. */
+	if ((want_states & ~(1u << JS_QUEUED | 1u << JS_RUNNING | 1u << JS_PAUSING | 1u << JS_PAUSED)) ||
+	    want_since >= 0)
+		show_all = 1;
 	now = now_ms();
 	have_spool = tool_spool(&c, &sp, 0);
 	if (optind < argc) {

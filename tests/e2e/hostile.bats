@@ -1105,3 +1105,47 @@ stray() {
 	says "cardbaton-submit: no node in $C may take gpu_memory_mib"
 	[ -z "$(ls "$T/spool/new")" ]
 }
+
+@test "the views: a metrics.prom or nodes/ file that is a symlink, a directory or garbage is never followed; the daemon serves on" {
+	make_spool
+	echo secret > "$T/target"
+	rm "$T/spool/metrics.prom"      # --once wrote it
+	ln -s "$T/target" "$T/spool/metrics.prom"
+	run --separate-stderr cardbaton-metrics --config "$C"
+	failed 65 cardbaton-metrics
+	[ "$stderr" = "cardbaton-metrics: $T/spool/metrics.prom: is a symbolic link (not followed)" ]
+	# The daemon reads nothing through it and replaces the link itself.
+	run -0 cardbaton-spoold --config "$C" --once
+	[ "$(cat "$T/target")" = secret ]
+	[ -f "$T/spool/metrics.prom" ] && [ ! -L "$T/spool/metrics.prom" ]
+	cardbaton-metrics --config "$C" | grep -q '^cardbaton_pauses_total 0$'
+	# A directory in its place: said once, the daemon runs the job.
+	rm "$T/spool/metrics.prom"
+	mkdir "$T/spool/metrics.prom"
+	id=$(sub --gpu-count 1 -- true)
+	start_daemon
+	wait_for 10 'final "$id"'
+	[ "$(grep -c 'metrics.prom: Is a directory; the counters start from 0' "$T/daemon.log")" -eq 1 ]
+	[ "$(grep -c 'metrics.prom: Is a directory (the metrics are written' "$T/daemon.log")" -eq 1 ]
+	run --separate-stderr cardbaton-metrics --config "$C"
+	failed 66 cardbaton-metrics
+	stop_daemon
+	# nodes/: garbage and a symlink are skipped by status, never followed.
+	printf '{"name": "local", "reachable": false, "gpus": [{"index": -5}, 7, {"index": 1e300}]' > "$T/spool/nodes/local.json"
+	ln -s "$T/target" "$T/spool/nodes/ghost.json"
+	run -0 st
+	[[ $output != *secret* ]]
+	run -0 st --json
+	[ "$(echo "$output" | json 'len(d["nodes"])')" = 0 ]
+	printf '{"name": "local", "reachable": true, "gpus": [{"index": -5}, 7, {"index": 1e300}, {"index": 2, "shares": [1, "x", -4, 3]}]}' > "$T/spool/nodes/local.json"
+	run -0 st --json
+	[ "$(echo "$output" | json 'len(d["nodes"])')" = 1 ]
+}
+
+@test "status filters and --since: every bad value is one line, 64, before any output" {
+	for a in "--state runing" "--state ," "--since tomorrow" "--since 99999999999d" "--since 2026-02-30" "--name" "--since"; do
+		run --separate-stderr st $a
+		failed 64 cardbaton-status
+		[ -z "$output" ]
+	done
+}
