@@ -8,14 +8,14 @@
 # --node completes the node names of the configuration in use and JOB_ID
 # operands complete the job IDs found in the spool's file names.
 
-_cardbaton_subcommands="run submit status logs promote pause resume cancel hold release wait drain undrain gpus bootstrap"
+_cardbaton_subcommands="run submit status logs promote pause resume cancel hold release wait drain undrain gpus bootstrap top metrics report mcp"
 
 # _cardbaton_flags SUBCOMMAND: its flags, as in its man page's SYNOPSIS.
 _cardbaton_flags() {
 	case $1 in
 	run|spoold) echo "--config --once --public-key --help" ;;
 	submit) echo "--config --job --node --gpus --gpu-count --gpu-memory --share --priority --timeout --cwd --name --resume-command --env --hold --begin --after --after-any --array --param --max-running --help" ;;
-	status) echo "--config --json --all --help" ;;
+	status) echo "--config --json --all --state --node --name --since --help" ;;
 	logs) echo "--config --attempt -f --help" ;;
 	promote) echo "--config --priority --help" ;;
 	pause|resume|cancel|hold|release) echo "--config --help" ;;
@@ -24,6 +24,9 @@ _cardbaton_flags() {
 	undrain) echo "--config --help" ;;
 	gpus) echo "--config --node --json --help" ;;
 	bootstrap) echo "--config --node --public-key --help" ;;
+	top) echo "--config --once --help" ;;
+	metrics|mcp) echo "--config --help" ;;
+	report) echo "--config --since --html --json --help" ;;
 	*) echo "--config --help --version" ;;
 	esac
 }
@@ -147,8 +150,11 @@ _cardbaton() {
 
 	# The argument of a flag.
 	case $prev in
-	--config|--job|--public-key)
+	--config|--job|--public-key|--html)
 		COMPREPLY=($(compgen -f -- "$cur"))
+		return ;;
+	--state)
+		COMPREPLY=($(compgen -W "queued running pausing paused succeeded failed cancelled lost" -- "$cur"))
 		return ;;
 	--cwd)
 		COMPREPLY=($(compgen -d -- "$cur"))
@@ -156,7 +162,7 @@ _cardbaton() {
 	--node)
 		COMPREPLY=($(compgen -W "$(_cardbaton_nodes "$config")" -- "$cur"))
 		return ;;
-	--gpus|--gpu-count|--priority|--timeout|--name|--resume-command|--env|--attempt)
+	--gpus|--gpu-count|--priority|--timeout|--name|--resume-command|--env|--attempt|--since)
 		return ;;
 	esac
 
@@ -199,4 +205,5 @@ _cardbaton() {
 complete -F _cardbaton cardbaton sshgpu cardbaton-submit cardbaton-status \
 	cardbaton-logs cardbaton-promote cardbaton-pause cardbaton-resume \
 	cardbaton-cancel cardbaton-hold cardbaton-release cardbaton-wait cardbaton-drain cardbaton-undrain cardbaton-gpus cardbaton-bootstrap cardbaton-spoold \
+	cardbaton-top cardbaton-metrics cardbaton-report cardbaton-mcp \
 	cardbaton-run

@@ -22,7 +22,8 @@ installed_files() {
 	local t m
 	echo usr/bin/cardbaton
 	echo usr/bin/sshgpu
-	for t in submit status logs promote pause resume cancel hold release wait gpus bootstrap spoold run worker; do
+	for t in submit status logs promote pause resume cancel hold release wait gpus bootstrap spoold run worker \
+		 top metrics report mcp; do
 		echo "usr/bin/cardbaton-$t"
 	done
 	echo usr/libexec/cardbaton/cardbaton-worker-static
@@ -113,6 +114,14 @@ complete_line() {
 	[ "$output" = --timeout ]
 	run complete_line cardbaton wa
 	[ "$output" = wait ]
+	run complete_line cardbaton me
+	[ "$output" = metrics ]
+	run complete_line cardbaton status --st
+	[ "$output" = --state ]
+	run complete_line cardbaton status --state fa
+	[ "$output" = failed ]
+	run complete_line cardbaton-report --si
+	[ "$output" = --since ]
 
 	# --node: the nodes of ./config.yaml, or of the --config named.
 	run complete_line cardbaton submit --node ''
