@@ -346,16 +346,21 @@ static void print_json(void)
 static void print_nodes(void)
 {
 	for (size_t i = 0; i < nnodes; i++) {
-		char *since;
+		char *since, *why;
 
 		if (nodes[i].drained)
 			printf("node %s drained: nothing new is placed there\n", nodes[i].name);
 		if (nodes[i].reachable)
 			continue;
+		/* The error is the node's (ssh's words end in a CR): shown
+		 * printable, never raw. */
 		since = rfc3339(nodes[i].since);
-		printf("node %s unreachable since %s: %s\n", nodes[i].name, since ? since : "?",
-		       nodes[i].error ? nodes[i].error : "no reason recorded");
+		why = printable(nodes[i].error ? nodes[i].error : "no reason recorded");
+		if (!why)
+			die(EX_OSERR_, "%s", strerror(ENOMEM));
+		printf("node %s unreachable since %s: %s\n", nodes[i].name, since ? since : "?", why);
 		free(since);
+		free(why);
 	}
 }
 

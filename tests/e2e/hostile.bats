@@ -1140,6 +1140,11 @@ stray() {
 	printf '{"name": "local", "reachable": true, "gpus": [{"index": -5}, 7, {"index": 1e300}, {"index": 2, "shares": [1, "x", -4, 3]}]}' > "$T/spool/nodes/local.json"
 	run -0 st --json
 	[ "$(echo "$output" | json 'len(d["nodes"])')" = 1 ]
+	# A node's error (ssh's own words end in CR) reaches the table as '?'.
+	printf '{"name": "local", "reachable": false, "error": "refused\r\u001b[2J\u0007", "since_ms": 1}' > "$T/spool/nodes/local.json"
+	run -0 st
+	[[ $output == *"node local unreachable since 1970-01-01T00:00:00Z: refused??[2J?"* ]]
+	[[ $output != *$'\r'* && $output != *$'\e'* ]]
 }
 
 @test "status filters and --since: every bad value is one line, 64, before any output" {
