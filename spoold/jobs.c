@@ -619,15 +619,21 @@ void node_views_flush(struct daemon *d)
 		}
 		if (spool_node_put(&d->sp, n->conf->name, text, &err) < 0) {
 			free(text);
-			write_failed(d, err.ex, err.msg);
 			/* A full disk: due still, written once the stall ends.
 			 * Anything else (a stray directory in its place) is said
-			 * once, and tried again at the node's next change. */
+			 * once, and tried again at the node's next change (a card
+			 * snapshot is one: every query). */
+			if (err.ex == EX_TEMPFAIL_)
+				write_failed(d, err.ex, err.msg);
+			else if (!n->view_said)
+				logmsg("%s", err.msg ? err.msg : "out of memory");
+			n->view_said |= err.ex != EX_TEMPFAIL_;
 			n->view_due = err.ex == EX_TEMPFAIL_;
 			cb_err_free(&err);
 			continue;
 		}
 		write_ok(d);
+		n->view_said = 0;
 		free(n->view);
 		n->view = text;
 		n->view_due = 0;

@@ -78,6 +78,7 @@ struct node {
 	long long since;                /* wall ms reachable last changed */
 	int view_due;                   /* nodes/NAME.json to be written this turn */
 	char *view;                     /* ... its text as last written */
+	int view_said;                  /* ... its write failed: said once */
 	long long view_at;              /* wall ms of the snapshot it shows */
 	char *error;                    /* why it is unreachable */
 	long long retry_at;             /* mono ms; back-off while unreachable */
