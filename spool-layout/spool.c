@@ -272,17 +272,78 @@ int spool_lock_daemon(struct spool *sp, struct cb_err *err)
 	return fd;
 }
 
-/* Under seq.lock: the counter becomes at least FLOOR (a name that
+/*
+ * The highest job ID the spool's names hold (0: none): the names of
+ * every directory a job's ID is in, before and after it is accepted,
+ * an array's or sweep's block counting its last member.  A directory
+ * that cannot be listed: -1.
+ */
+static long long max_id_on_disk(struct spool *sp)
+{
+	static const enum spool_dir dirs[] = {
+		SD_NEW, SD_INCOMING, SD_QUEUED, SD_RUNNING, SD_PAUSED, SD_DONE, SD_REJECTED,
+	};
+	long long max = 0;
+
+	for (size_t k = 0; k < sizeof dirs / sizeof dirs[0]; k++) {
+		char **names;
+		size_t n;
+
+		if (spool_list(sp, dirs[k], &names, &n) < 0)
+			return -1;
+		for (size_t i = 0; i < n; i++) {
+			long long prio, seq, count = 1;
+
+			if (name_classify_new(names[i], &prio, &seq, &count) <= 0 &&
+			    name_parse_block(names[i], &seq, &count) < 0) {
+				count = 1;
+				if (name_parse_plain(names[i], &seq) < 0)
+					continue;
+			}
+			if (seq + count - 1 > max)
+				max = seq + count - 1;
+		}
+		spool_list_free(names, n);
+	}
+	return max;
+}
+
+/* This boot of the machine (the kernel's boot_id), or "" when unknown. */
+static void boot_id(char id[40])
+{
+	int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, id, 39);    /* a procfs file: no size to trust */
+
+	if (fd >= 0)
+		close(fd);
+	/* 36 characters and LF, else unknown. */
+	id[n == 37 && id[36] == '\n' ? 36 : 0] = '\0';
+}
+
+/*
+ * Under seq.lock: the counter becomes at least FLOOR (a name that
  * carried its own number), then COUNT more numbers are handed out, the
- * first in *FIRST. */
+ * first in *FIRST.
+ *
+ * seq is "N BOOT_ID" (LAYOUT.md §2): the last number handed out, and
+ * the boot of the machine that wrote it.  Written in the same boot, it
+ * is replaced without a sync: every process reads it back from the
+ * page cache, and only a crash of the machine (a new boot) can lose the
+ * write.  So a seq of another boot (or of none: an older CardBaton's)
+ * may be behind: the number taken is then above every job ID on disk
+ * too, and seq is written durably with this boot's ID.  A number whose
+ * job was submitted (its file synced into new/) is on disk; one whose
+ * submission never finished was never printed.  Where the boot cannot
+ * be known, every write is durable.
+ */
 static int seq_update(struct spool *sp, long long floor, long long count, long long *first,
 		      struct cb_err *err)
 {
 	int lk = open_lockfile(sp, "seq.lock");
-	char *buf = NULL, *out = NULL;
+	char *buf = NULL, *out = NULL, boot[40];
 	size_t len;
 	long long v = 0, v0;
-	int r = -1;
+	int r = -1, same_boot = 0;
 
 	if (lk < 0)
 		return root_file_err(sp, "seq.lock", write_ex(), err);
@@ -291,16 +352,34 @@ static int seq_update(struct spool *sp, long long floor, long long count, long l
 			cb_err_sys(err, EX_OSERR_, "%s/seq.lock", sp->path);
 			goto out;
 		}
-	if (read_capped(sp->fd, "seq", 64, &buf, &len) == 0) {
+	boot_id(boot);
+	if (read_capped(sp->fd, "seq", 128, &buf, &len) == 0) {
+		char *at = memchr(buf, ' ', len);
+
 		if (len && buf[len - 1] == '\n')
 			buf[len - 1] = '\0';
+		if (at)
+			*at++ = '\0';
 		if (parse_ll(buf, 0, SEQ_MAX, &v) < 0) {
 			cb_err_set(err, EX_CONFIG_, "%s/seq: not a sequence number", sp->path);
 			goto out;
 		}
+		same_boot = at && boot[0] && !strcmp(at, boot);
 	} else if (errno != ENOENT) {
 		root_file_err(sp, "seq", EX_OSERR_, err);
 		goto out;
+	}
+	if (!same_boot) {
+		/* Written before a crash of the machine, perhaps: the IDs on
+		 * disk count too. */
+		long long m = max_id_on_disk(sp);
+
+		if (m < 0) {
+			cb_err_sys(err, EX_OSERR_, "%s: listing the job IDs", sp->path);
+			goto out;
+		}
+		if (m > v)
+			v = m;
 	}
 	v0 = floor > v ? floor : v;
 	if (count > SEQ_MAX - v0) {
@@ -308,8 +387,10 @@ static int seq_update(struct spool *sp, long long floor, long long count, long l
 		goto out;
 	}
 	*first = v0 + 1;
-	if (v0 + count > v && (!(out = xasprintf("%lld\n", v0 + count)) ||
-			 atomic_write(sp->dir[SD_TMP], sp->fd, "seq", out, strlen(out), sp->fmode) < 0)) {
+	if ((v0 + count > v || !same_boot) &&
+	    (!(out = boot[0] ? xasprintf("%lld %s\n", v0 + count, boot) : xasprintf("%lld\n", v0 + count)) ||
+	     (same_boot ? atomic_write_at(sp->fd, ".seq.tmp", "seq", out, strlen(out), sp->fmode, 0)
+			: atomic_write(sp->dir[SD_TMP], sp->fd, "seq", out, strlen(out), sp->fmode)) < 0)) {
 		cb_err_sys(err, write_ex(), "%s/seq", sp->path);
 		goto out;
 	}

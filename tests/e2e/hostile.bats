@@ -165,7 +165,7 @@ asan() { ldd "$CB_BUILD/cardbaton-submit" 2>/dev/null | grep -q libasan; }
 	[ "$(job_state "$a")" = failed ]
 	[ "$(st --json "$a" | json 'd["jobs"][0]["reason"]')" = "attempts/$sid-$a-0: is a symbolic link (not followed)" ]
 	# ... and the daemon's launch through the node's stream.
-	b=$(( $(cat "$T/spool/seq") + 1 ))
+	b=$(( $(cut -d" " -f1 "$T/spool/seq") + 1 ))
 	ln -s "$T/elsewhere" "$STATE/attempts/$sid-$b-0"
 	start_daemon
 	[ "$(sub --gpus 0 -- touch "$T/ran")" = "$b" ]

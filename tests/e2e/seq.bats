@@ -1,0 +1,79 @@
+#!/usr/bin/env bats
+# seq.bats - the job ID counter (LAYOUT.md §2, issue 16 item 3): a
+# submit makes two flushes, the job file's and new/'s; SPOOL/seq is
+# replaced without a sync while the machine stays up (its boot ID is in
+# the file), and a seq written in another boot -- which a crash of the
+# machine may have left behind -- is never trusted alone: the next ID is
+# above every job ID on disk.
+
+load ../lib/common
+
+bats_require_minimum_version 1.5.0
+export BATS_TEST_TIMEOUT=${BATS_TEST_TIMEOUT:-60}
+
+setup() {
+	setup_common
+	C=$T/config.yaml
+	BOOT=$(cat /proc/sys/kernel/random/boot_id)
+}
+
+teardown() {
+	teardown_common
+}
+
+# syncs CMD...: how many fsync, fdatasync, sync_file_range or syncfs
+# calls CMD makes (strace), on stdout.
+syncs() {
+	strace -f -qq -e trace=fsync,fdatasync,syncfs,sync_file_range,sync -o "$T/strace.out" "$@" >/dev/null
+	grep -cE '^[0-9]+ +(fsync|fdatasync|syncfs|sync_file_range|sync)\(' "$T/strace.out" || true
+}
+
+@test "a submit makes two flushes (the job file, new/); seq carries this boot" {
+	command -v strace >/dev/null || { echo "strace missing: tests/install-deps installs it" >&2; false; }
+	sub -- true >/dev/null          # the spool made, seq written the first time
+	[ "$(cat "$T/spool/seq")" = "1 $BOOT" ]
+	[ "$(syncs cardbaton-submit --config "$C" -- true)" -eq 2 ]
+	[ "$(cat "$T/spool/seq")" = "2 $BOOT" ]
+	# An array of 5: still one seq update and two flushes.
+	[ "$(syncs cardbaton-submit --config "$C" --array 1-5 -- echo '{index}')" -eq 2 ]
+	[ "$(cat "$T/spool/seq")" = "7 $BOOT" ]
+	# No temporary file is left beside it.
+	[ -z "$(ls -A "$T/spool" | grep -F seq.tmp)" ]
+}
+
+@test "a seq of another boot, or of an older CardBaton, is raised to the highest job ID on disk first" {
+	start_daemon
+	for i in 1 2 3; do sub --gpu-count 0 -- true >/dev/null; done
+	last=$(sub --gpu-count 0 -- true)
+	wait_for 10 'final "$last"'
+	stop_daemon
+	held=$(sub --hold --gpu-count 0 -- true)               # in new/, no daemon
+	arr=$(sub --hold --array 1-3 --gpu-count 0 -- true | tail -1)   # a block in new/
+	[ "$arr" = $((held + 3)) ]
+	# A crash of the machine left a seq behind what was submitted.
+	echo "2 00000000-0000-0000-0000-000000000000" > "$T/spool/seq"
+	[ "$(sub -- true)" = $((arr + 1)) ]
+	[ "$(cat "$T/spool/seq")" = "$((arr + 1)) $BOOT" ]
+	# An older CardBaton's seq (a number alone), behind too.
+	echo 1 > "$T/spool/seq"
+	[ "$(sub -- true)" = $((arr + 2)) ]
+	[ "$(cat "$T/spool/seq")" = "$((arr + 2)) $BOOT" ]
+	# The IDs in done/ alone: the daemon takes them all.
+	start_daemon
+	wait_for 10 '[ -z "$(ls "$T/spool/new")" ]'
+	stop_daemon
+	echo "0 x" > "$T/spool/seq"
+	[ "$(sub -- true)" = $((arr + 3)) ]
+	# Within this boot the file is the truth: no directory is listed
+	# (but after a seq of another boot, they are).
+	strace -f -qq -e trace=getdents64,getdents -o "$T/strace.out" cardbaton-submit --config "$C" -- true >/dev/null
+	[ ! -s "$T/strace.out" ]
+	echo "0 x" > "$T/spool/seq"
+	strace -f -qq -e trace=getdents64,getdents -o "$T/strace.out" cardbaton-submit --config "$C" -- true >/dev/null
+	[ -s "$T/strace.out" ]
+	# Not a number: 78, nothing queued.
+	echo "x $BOOT" > "$T/spool/seq"
+	run --separate-stderr sub -- true
+	failed 78 cardbaton-submit
+	[[ $stderr == *"/seq: not a sequence number"* ]]
+}
