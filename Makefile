@@ -146,23 +146,25 @@ SAN = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover
 # `make test` and `make demo` are the README's two set-up commands: they
 # install the Debian packages they need first.
 # The sanitizer pass leaves out the seeded fault run (faults.bats: the
-# plain pass has it, and `make soak B=build-san` runs it long) and the
+# plain pass has it, and `make soak B=build-san` runs it long), the
 # test harnesses' own tests (sshhosts.bats, slurmharness.bats: shell,
-# namespaces and Slurm, none of our C); the crash-point walk
+# namespaces and Slurm, none of our C) and the real-GPU check's run
+# against the fakes (device.bats: a script over tools the other suites
+# run under the sanitizers); the crash-point walk
 # (crash.bats, which only a crash-point build runs) goes beside it.
 SAN_E2E = $(filter-out tests/e2e/faults.bats tests/e2e/sshhosts.bats tests/e2e/slurmharness.bats \
-		       $(SAN_BESIDE_E2E),$(wildcard tests/e2e/*.bats))
+		       tests/e2e/device.bats $(SAN_BESIDE_E2E),$(wildcard tests/e2e/*.bats))
 SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
 
 # The suites mostly wait (for daemons, nodes, Slurm), so two run at
 # once, and work that needs only the CPU beside them: the sanitizer
 # build (niced) and a second lane of suites (the seeded fault run, the
-# Slurm harness, daemon.bats) beside the plain pass; the crash-point
+# Slurm harness, daemon.bats, device.bats) beside the plain pass; the crash-point
 # walk (crash.bats, runs of its own in parallel on a local node), ssh.bats,
 # then the fuzz smoke (niced), beside the other sanitizer suites.  No
 # suite shares anything with another (each test has its own directory,
 # test hosts, cluster and ports).  Each side's log is shown whole after it.
-BESIDE_E2E = tests/e2e/faults.bats tests/e2e/slurmharness.bats tests/e2e/daemon.bats
+BESIDE_E2E = tests/e2e/faults.bats tests/e2e/slurmharness.bats tests/e2e/daemon.bats tests/e2e/device.bats
 SAN_BESIDE_E2E = tests/e2e/crash.bats tests/e2e/ssh.bats
 
 test check:
