@@ -320,30 +320,72 @@ static void boot_id(char id[40])
 	id[n == 37 && id[36] == '\n' ? 36 : 0] = '\0';
 }
 
+/* seq's record: 10 digits, a blank, the boot ID or "-", LF. */
+#define SEQ_REC_LEN (10 + 1 + 36 + 1)
+
+/* Read seq through FD: *V the number, BOOTW its writer's boot ("-": it
+ * was synced; "": an older CardBaton's "N\n", which was synced too).
+ * *FIXED: the file is a record of SEQ_REC_LEN bytes that can be
+ * rewritten in place.  0, or -1 with ERR. */
+static int seq_read(struct spool *sp, int fd, long long *v, char bootw[40], int *fixed,
+		    struct cb_err *err)
+{
+	char buf[SEQ_REC_LEN + 2], *at;
+	struct stat st;
+	ssize_t n;
+
+	bootw[0] = '\0';
+	*fixed = 0;
+	if (fstat(fd, &st) < 0)
+		return root_file_err(sp, "seq", EX_OSERR_, err);
+	if (!S_ISREG(st.st_mode)) {
+		errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+		return root_file_err(sp, "seq", EX_OSERR_, err);
+	}
+	if ((n = pread(fd, buf, sizeof buf - 1, 0)) < 0)
+		return cb_err_sys(err, EX_OSERR_, "%s/seq", sp->path);
+	buf[n] = '\0';
+	if (n == (ssize_t)sizeof buf - 1 || !n || buf[n - 1] != '\n')
+		return cb_err_set(err, EX_CONFIG_, "%s/seq: not a sequence number", sp->path);
+	buf[n - 1] = '\0';
+	if ((at = strchr(buf, ' '))) {
+		*at++ = '\0';
+		if (strlen(at) > 36 || strchr(at, ' '))
+			return cb_err_set(err, EX_CONFIG_, "%s/seq: not a sequence number", sp->path);
+		strcpy(bootw, at);
+	}
+	if (parse_ll(buf, 0, SEQ_MAX, v) < 0)
+		return cb_err_set(err, EX_CONFIG_, "%s/seq: not a sequence number", sp->path);
+	*fixed = n == SEQ_REC_LEN && strlen(buf) == 10 && strlen(bootw) == 36;
+	return 0;
+}
+
 /*
  * Under seq.lock: the counter becomes at least FLOOR (a name that
  * carried its own number), then COUNT more numbers are handed out, the
  * first in *FIRST.
  *
- * seq is "N BOOT_ID" (LAYOUT.md §2): the last number handed out, and
- * the boot of the machine that wrote it.  Written in the same boot, it
- * is replaced without a sync: every process reads it back from the
- * page cache, and only a crash of the machine (a new boot) can lose the
- * write.  So a seq of another boot (or of none: an older CardBaton's)
- * may be behind: the number taken is then above every job ID on disk
- * too, and seq is written durably with this boot's ID.  A number whose
- * job was submitted (its file synced into new/) is on disk; one whose
- * submission never finished was never printed.  Where the boot cannot
- * be known, every write is durable.
+ * seq is one record, "NNNNNNNNNN BOOT_ID\n" (LAYOUT.md §2): the last
+ * number handed out, and the boot of the machine that wrote it.  In the
+ * same boot it is rewritten in place, without a sync and without a new
+ * inode (one pwrite of a record that never changes size, in the first
+ * sector of the file): every process reads it back from the page cache,
+ * and only a crash of the machine (a new boot) can lose the write.  So
+ * a seq of another boot may be behind: the number taken is then also
+ * above every job ID on disk, and seq is written anew with the atomic
+ * write (synced).  A number whose job was submitted (its file synced
+ * into new/) is on disk; one whose submission never finished was never
+ * printed.  A seq that says it was synced ("-", or an older CardBaton's
+ * bare number) is trusted; where the boot cannot be known, every write
+ * is synced and says "-".
  */
 static int seq_update(struct spool *sp, long long floor, long long count, long long *first,
 		      struct cb_err *err)
 {
-	int lk = open_lockfile(sp, "seq.lock");
-	char *buf = NULL, *out = NULL, boot[40];
-	size_t len;
+	int lk = open_lockfile(sp, "seq.lock"), fd = -1, fixed = 0, trusted = 0;
+	char *out = NULL, boot[40], bootw[40] = "";
 	long long v = 0, v0;
-	int r = -1, same_boot = 0;
+	int r = -1;
 
 	if (lk < 0)
 		return root_file_err(sp, "seq.lock", write_ex(), err);
@@ -353,25 +395,20 @@ static int seq_update(struct spool *sp, long long floor, long long count, long l
 			goto out;
 		}
 	boot_id(boot);
-	if (read_capped(sp->fd, "seq", 128, &buf, &len) == 0) {
-		char *at = memchr(buf, ' ', len);
-
-		if (len && buf[len - 1] == '\n')
-			buf[len - 1] = '\0';
-		if (at)
-			*at++ = '\0';
-		if (parse_ll(buf, 0, SEQ_MAX, &v) < 0) {
-			cb_err_set(err, EX_CONFIG_, "%s/seq: not a sequence number", sp->path);
+	if ((fd = openat(sp->fd, "seq", O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)) >= 0) {
+		if (seq_read(sp, fd, &v, bootw, &fixed, err) < 0)
 			goto out;
-		}
-		same_boot = at && boot[0] && !strcmp(at, boot);
-	} else if (errno != ENOENT) {
-		root_file_err(sp, "seq", EX_OSERR_, err);
+		trusted = !bootw[0] || !strcmp(bootw, "-") || (boot[0] && !strcmp(bootw, boot));
+	} else if (errno == ENOENT) {
+		trusted = 1;    /* a new spool (its directories are listed below if not) */
+	} else {
+		/* A read-only or full spool is a temporary failure. */
+		root_file_err(sp, "seq", write_ex(), err);
 		goto out;
 	}
-	if (!same_boot) {
-		/* Written before a crash of the machine, perhaps: the IDs on
-		 * disk count too. */
+	if (!trusted || v == 0) {
+		/* Written in another boot, before a crash of the machine
+		 * perhaps, or none: the IDs on disk count too. */
 		long long m = max_id_on_disk(sp);
 
 		if (m < 0) {
@@ -380,6 +417,7 @@ static int seq_update(struct spool *sp, long long floor, long long count, long l
 		}
 		if (m > v)
 			v = m;
+		trusted = 0;    /* what is written is synced */
 	}
 	v0 = floor > v ? floor : v;
 	if (count > SEQ_MAX - v0) {
@@ -387,18 +425,28 @@ static int seq_update(struct spool *sp, long long floor, long long count, long l
 		goto out;
 	}
 	*first = v0 + 1;
-	if ((v0 + count > v || !same_boot) &&
-	    (!(out = boot[0] ? xasprintf("%lld %s\n", v0 + count, boot) : xasprintf("%lld\n", v0 + count)) ||
-	     (same_boot ? atomic_write_at(sp->fd, ".seq.tmp", "seq", out, strlen(out), sp->fmode, 0)
-			: atomic_write(sp->dir[SD_TMP], sp->fd, "seq", out, strlen(out), sp->fmode)) < 0)) {
-		cb_err_sys(err, write_ex(), "%s/seq", sp->path);
+	if (trusted && v0 + count == v && boot[0] && !strcmp(bootw, boot)) {
+		r = 0;          /* nothing handed out (a floor below it) */
 		goto out;
+	}
+	if (!(out = xasprintf("%010lld %s\n", v0 + count, boot[0] ? boot : "-")))
+		goto fail;
+	if (trusted && fixed && boot[0] && !strcmp(bootw, boot)) {
+		/* This boot's: in place, not synced. */
+		if (pwrite(fd, out, SEQ_REC_LEN, 0) != SEQ_REC_LEN)
+			goto fail;
+	} else if (atomic_write(sp->dir[SD_TMP], sp->fd, "seq", out, strlen(out), sp->fmode) < 0) {
+		goto fail;
 	}
 	CRASH_POINT("seq: written", NULL);
 	r = 0;
+	goto out;
+fail:
+	cb_err_sys(err, write_ex(), "%s/seq", sp->path);
 out:
-	free(buf);
 	free(out);
+	if (fd >= 0)
+		close(fd);
 	close(lk);     /* releases the flock */
 	return r;
 }

@@ -31,14 +31,18 @@ syncs() {
 @test "a submit makes two flushes (the job file, new/); seq carries this boot" {
 	command -v strace >/dev/null || { echo "strace missing: tests/install-deps installs it" >&2; false; }
 	sub -- true >/dev/null          # the spool made, seq written the first time
-	[ "$(cat "$T/spool/seq")" = "1 $BOOT" ]
+	[ "$(cat "$T/spool/seq")" = "0000000001 $BOOT" ]
+	ino=$(stat -c %i "$T/spool/seq")
 	[ "$(syncs cardbaton-submit --config "$C" -- true)" -eq 2 ]
-	[ "$(cat "$T/spool/seq")" = "2 $BOOT" ]
+	[ "$(cat "$T/spool/seq")" = "0000000002 $BOOT" ]
 	# An array of 5: still one seq update and two flushes.
 	[ "$(syncs cardbaton-submit --config "$C" --array 1-5 -- echo '{index}')" -eq 2 ]
-	[ "$(cat "$T/spool/seq")" = "7 $BOOT" ]
-	# No temporary file is left beside it.
-	[ -z "$(ls -A "$T/spool" | grep -F seq.tmp)" ]
+	[ "$(cat "$T/spool/seq")" = "0000000007 $BOOT" ]
+	# Rewritten in place: the same inode, no rename (ext4 flushes the data
+	# of a file renamed over another), no new file.
+	[ "$(stat -c %i "$T/spool/seq")" = "$ino" ]
+	strace -f -qq -e trace=rename,renameat,renameat2 -o "$T/strace.out" cardbaton-submit --config "$C" -- true >/dev/null
+	[ "$(grep -c rename "$T/strace.out")" -eq 1 ]     # the job file's, into new/
 }
 
 @test "a seq of another boot, or of an older CardBaton, is raised to the highest job ID on disk first" {
@@ -51,29 +55,57 @@ syncs() {
 	arr=$(sub --hold --array 1-3 --gpu-count 0 -- true | tail -1)   # a block in new/
 	[ "$arr" = $((held + 3)) ]
 	# A crash of the machine left a seq behind what was submitted.
-	echo "2 00000000-0000-0000-0000-000000000000" > "$T/spool/seq"
+	echo "0000000002 00000000-0000-0000-0000-000000000000" > "$T/spool/seq"
 	[ "$(sub -- true)" = $((arr + 1)) ]
-	[ "$(cat "$T/spool/seq")" = "$((arr + 1)) $BOOT" ]
-	# An older CardBaton's seq (a number alone), behind too.
-	echo 1 > "$T/spool/seq"
-	[ "$(sub -- true)" = $((arr + 2)) ]
-	[ "$(cat "$T/spool/seq")" = "$((arr + 2)) $BOOT" ]
+	[ "$(cat "$T/spool/seq")" = "$(printf %010d $((arr + 1))) $BOOT" ]
+	# An older CardBaton's seq (a number alone) was synced: trusted, and
+	# from then on this boot's record.
+	echo $((arr + 5)) > "$T/spool/seq"
+	[ "$(sub -- true)" = $((arr + 6)) ]
+	[ "$(cat "$T/spool/seq")" = "$(printf %010d $((arr + 6))) $BOOT" ]
+	# One that says it was synced ("-", where the boot was not known) too.
+	echo "$(printf %010d $((arr + 9))) -" > "$T/spool/seq"
+	[ "$(sub -- true)" = $((arr + 10)) ]
 	# The IDs in done/ alone: the daemon takes them all.
 	start_daemon
 	wait_for 10 '[ -z "$(ls "$T/spool/new")" ]'
 	stop_daemon
 	echo "0 x" > "$T/spool/seq"
-	[ "$(sub -- true)" = $((arr + 3)) ]
+	[ "$(sub -- true)" = $((arr + 11)) ]
 	# Within this boot the file is the truth: no directory is listed
 	# (but after a seq of another boot, they are).
 	strace -f -qq -e trace=getdents64,getdents -o "$T/strace.out" cardbaton-submit --config "$C" -- true >/dev/null
 	[ ! -s "$T/strace.out" ]
-	echo "0 x" > "$T/spool/seq"
+	echo "1 x" > "$T/spool/seq"
 	strace -f -qq -e trace=getdents64,getdents -o "$T/strace.out" cardbaton-submit --config "$C" -- true >/dev/null
 	[ -s "$T/strace.out" ]
-	# Not a number: 78, nothing queued.
-	echo "x $BOOT" > "$T/spool/seq"
+}
+
+@test "a seq that is not one: garbage is 78, a symlink, directory or FIFO is named and never followed or blocked on; nothing is queued" {
+	sub -- true >/dev/null
+	n=$(ls "$T/spool/new" | wc -l)
+	for bad in "x $BOOT" "12 $BOOT extra" "" "12"; do
+		printf '%s' "$bad" > "$T/spool/seq"
+		run --separate-stderr sub -- true
+		failed 78 cardbaton-submit
+		[[ $stderr == *"/seq: not a sequence number"* ]]
+	done
+	rm "$T/spool/seq"
+	echo "0000000099 -" > "$T/target"
+	ln -s "$T/target" "$T/spool/seq"
 	run --separate-stderr sub -- true
-	failed 78 cardbaton-submit
-	[[ $stderr == *"/seq: not a sequence number"* ]]
+	failed 71 cardbaton-submit
+	[[ $stderr == *"/seq: is a symbolic link (not followed)"* ]]
+	[ "$(cat "$T/target")" = "0000000099 -" ]
+	rm "$T/spool/seq"
+	mkfifo "$T/spool/seq"
+	run --separate-stderr timeout 10 cardbaton-submit --config "$C" -- true
+	failed 71 cardbaton-submit
+	[[ $stderr == *"/seq: is not a regular file"* ]]
+	rm "$T/spool/seq"
+	mkdir "$T/spool/seq"
+	run --separate-stderr sub -- true
+	failed 71 cardbaton-submit
+	[[ $stderr == *"/seq: is a directory"* ]]
+	[ "$(ls "$T/spool/new" | wc -l)" -eq "$n" ]
 }
