@@ -44,7 +44,7 @@ TOOLS    = submit status logs promote pause resume cancel hold release wait drai
 TOOL_BIN = $(TOOLS:%=$(B)/cardbaton-%)
 BINS     = $(B)/cardbaton $(B)/sshgpu $(TOOL_BIN) $(B)/cardbaton-spoold \
            $(B)/cardbaton-run $(B)/cardbaton-worker $(B)/cardbaton-worker-static \
-           $(B)/cardbaton-worker.shar
+           $(B)/cardbaton-worker-dynamic $(B)/cardbaton-worker.shar
 
 SPOOLD_SRC = $(wildcard spoold/*.c)
 WORKER_SRC = $(wildcard worker/*.c) $(BASE_SRC) spool-layout/wire.c spool-layout/crash.c
@@ -103,6 +103,12 @@ $(B)/cardbaton-worker: $(WORKER_SRC:%.c=$(B)/%.o)
 # load a second libc.  It asks nvidia-smi.
 $(B)/cardbaton-worker-static: $(WORKER_ALL)
 	$(CC) -std=c11 -D_GNU_SOURCE -DCARDBATON_NO_NVML -Ibase -Ispool-layout $(WARN) -O2 -static -o $@ $(WORKER_SRC)
+
+# ... and, for nodes of our architecture whose glibc is at least this
+# one's, the same dynamically linked (NVML by dlopen), never with the
+# sanitizers (link/ship.c: the first choice).
+$(B)/cardbaton-worker-dynamic: $(WORKER_ALL)
+	$(CC) -std=c11 -D_GNU_SOURCE -Ibase -Ispool-layout $(WARN) -O2 -o $@ $(WORKER_SRC) -ldl
 
 $(B)/cardbaton-worker.shar: $(WORKER_ALL) worker/mkshar.sh
 	worker/mkshar.sh $@ $(WORKER_ALL)
@@ -229,7 +235,7 @@ install: all
 	ln -sf cardbaton $(DESTDIR)$(BINDIR)/sshgpu
 	ln -sf cardbaton-spoold $(DESTDIR)$(BINDIR)/cardbaton-run
 	install -m 644 $(WORKER_ALL) $(B)/cardbaton-worker.shar $(DESTDIR)$(LIBEXEC)
-	install -m 755 $(B)/cardbaton-worker-static $(DESTDIR)$(LIBEXEC)
+	install -m 755 $(B)/cardbaton-worker-static $(B)/cardbaton-worker-dynamic $(DESTDIR)$(LIBEXEC)
 	$(if $(MAN1),install -m 644 $(MAN1) $(DESTDIR)$(MANDIR)/man1)
 	$(if $(MAN5),install -m 644 $(MAN5) $(DESTDIR)$(MANDIR)/man5)
 	$(if $(MAN8),install -m 644 $(MAN8) $(DESTDIR)$(MANDIR)/man8)

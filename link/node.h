@@ -63,9 +63,11 @@ void node_reply_free(struct node_reply *r);
 
 /*
  * Make sure REMOTE_STATE_DIR/bin/cardbaton-worker-WORKER_ID exists on
- * the SSH node NC (no-op for a local node): a static build when the
- * node's `uname -m` is the controller's, else the sources compiled
- * there with cc.  Installed atomically (temp file + rename); progress
+ * the SSH node NC (no-op for a local node): our dynamically linked
+ * build when the node's `uname -m` is ours and its glibc at least ours,
+ * else the sources compiled there with cc, else (our architecture) the
+ * static build, nvidia-smi only (ship.c).  Installed atomically (temp
+ * file + rename); progress
  * through the program's node_set_progress callback.  0, or -1 with
  * EX_UNAVAILABLE_.
  */

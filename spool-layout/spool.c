@@ -165,9 +165,14 @@ int spool_open(struct spool *sp, const char *path, int create, struct cb_err *er
 		sp->dir[i] = -1;
 	if (!(sp->path = strdup(path)))
 		return cb_err_sys(err, EX_OSERR_, "%s", path);
-	if (create && mkdir_p(path) < 0)
-		goto sys;
+	/* What is there is opened; only what is missing is made (a
+	 * submit's mkdirs would be ten failed calls each time). */
 	sp->fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (sp->fd < 0 && errno == ENOENT && create) {
+		if (mkdir_p(path) < 0)
+			goto sys;
+		sp->fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	}
 	if (sp->fd < 0) {
 		if (errno == ENOENT)
 			cb_err_set(err, EX_CONFIG_, "%s: no spool here (start cardbaton run, or submit a job, to create it)", path);
@@ -188,7 +193,10 @@ int spool_open(struct spool *sp, const char *path, int create, struct cb_err *er
 		sp->dmode |= S_ISGID | (st.st_mode & S_IRWXG);
 	}
 	for (int i = 0; i < SD_N; i++) {
-		if (create && make_subdir(sp, spool_dir_name[i]) < 0)
+		sp->dir[i] = openat(sp->fd, spool_dir_name[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sp->dir[i] >= 0)
+			continue;
+		if (errno == ENOENT && create && make_subdir(sp, spool_dir_name[i]) < 0)
 			goto sys;
 		if ((sp->dir[i] = open_subdir(sp, spool_dir_name[i], err)) < 0)
 			goto fail;

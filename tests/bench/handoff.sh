@@ -5,8 +5,12 @@
 # (ns).  Prints the median and p90 of next-start minus previous-end: the
 # time CardBaton takes to hand a freed card to the next job.  The ssh
 # variant runs against a real sshd test host (tests/lib/sshhosts.bash;
-# needs root).  The local worker asks the fake nvidia-smi; with
-# NVML=fake, the fake NVML library (tests/fake-nvml/) first.
+# needs root).  The worker asks the fake nvidia-smi; with NVML=fake,
+# the fake NVML library (tests/fake-nvml/) first.  On the SSH host that
+# is the worker compiled there (link/ship.c), whose sessions see the
+# fake library (HOSTS_NVML=fake); without NVML=fake the host's cc fails,
+# so that it gets the static build, nvidia-smi only: the fallback of a
+# node without a compiler.
 set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
 mode=${2:-local}
@@ -28,7 +32,15 @@ trap cleanup EXIT
 if [ "$mode" = ssh ]; then
 	# shellcheck source=../lib/sshhosts.bash
 	. "$top/tests/lib/sshhosts.bash"
-	hosts_up 1 >/dev/null
+	if [ "${NVML:-}" = fake ]; then
+		HOSTS_NVML=fake hosts_up 1 >/dev/null
+	else
+		hosts_up 1 >/dev/null
+		# An older glibc than ours and no working cc: the static build.
+		printf '#!/bin/sh\necho "cc: none here (handoff.sh)" >&2\nexit 1\n' > "$(host_bin_dir 1)/cc"
+		printf '#!/bin/sh\necho "glibc 2.17"\n' > "$(host_bin_dir 1)/getconf"
+		chmod 755 "$(host_bin_dir 1)/cc" "$(host_bin_dir 1)/getconf"
+	fi
 	run=(ip netns exec "$CLIENT_NS")
 	printf 'spool: %s/spool\nssh_command: [ssh, -F, %s]\nnodes:\n  h:\n    ssh: host1\n    gpus: [0]\n' \
 		"$tmp" "$SSH_CONFIG" > "$tmp/config.yaml"

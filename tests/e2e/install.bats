@@ -27,6 +27,7 @@ installed_files() {
 		echo "usr/bin/cardbaton-$t"
 	done
 	echo usr/libexec/cardbaton/cardbaton-worker-static
+	echo usr/libexec/cardbaton/cardbaton-worker-dynamic
 	echo usr/libexec/cardbaton/cardbaton-worker.shar
 	for m in "$CB_TOP"/worker/*.c "$CB_TOP"/worker/*.h; do
 		echo "usr/libexec/cardbaton/${m##*/}"

@@ -3,9 +3,14 @@
 # nvidia-smi: the fake NVML library (tests/fake-nvml/) serves the same
 # fixtures as tests/fake-nvidia-smi, so every answer is compared between
 # the two ways, and every way NVML can fail must end in nvidia-smi's
-# answer.
+# answer.  At the end, SSH nodes (link/ship.c): the worker compiled on
+# a test host with cc asks NVML; a host whose cc fails, or that has
+# none, gets the static build (nvidia-smi).
 
 load ../lib/common
+load ../lib/sshhosts
+
+bats_require_minimum_version 1.5.0
 
 # The hang tests rely on this: a worker that waited for a hung NVML
 # instead of killing it would run past it.
@@ -15,6 +20,26 @@ U0=GPU-00000000-0000-0000-0000-000000000000
 U1=GPU-11111111-1111-1111-1111-111111111111
 U2=GPU-22222222-2222-2222-2222-222222222222
 U3=GPU-33333333-3333-3333-3333-333333333333
+
+# Two SSH test hosts whose sessions see the fake NVML library
+# (HOSTS_NVML=fake): host1 has the machine's cc, host2 a cc that fails.
+# Each host's nvidia-smi notes its runs in hostN/gpus/smi.log.
+setup_file() {
+	hosts_available || return 0
+	HOSTS_NVML=fake hosts_up 2 || return 1
+	printf '#!/bin/sh\necho "cc: this compiler is broken" >&2\nexit 1\n' > "$(host_bin_dir 2)/cc"
+	chmod 755 "$(host_bin_dir 2)/cc"
+	for i in 1 2; do
+		rm "$(host_bin_dir "$i")/nvidia-smi"
+		printf '#!/bin/sh\necho "$*" >> "$FAKE_GPU_DIR/smi.log"\nexec "%s" "$@"\n' \
+			"$CB_TOP/tests/fake-nvidia-smi" > "$(host_bin_dir "$i")/nvidia-smi"
+		chmod 755 "$(host_bin_dir "$i")/nvidia-smi"
+	done
+}
+
+teardown_file() {
+	hosts_down
+}
 
 setup() {
 	setup_common
@@ -31,6 +56,15 @@ setup() {
 
 teardown() {
 	teardown_common
+	# What a test left running on the SSH hosts: everything that holds
+	# a file of a host's state directory.
+	[ -n "${HOSTS_UID:-}" ] || return 0
+	local i p
+	for i in 1 2; do
+		for p in $(find /proc/[0-9]*/fd -maxdepth 1 -lname "$(host_home "$i")/.local/*" 2>/dev/null | cut -d/ -f3 | sort -u); do
+			kill -KILL "$p" 2>/dev/null || true
+		done
+	done
 }
 
 logs_clear() {
@@ -389,4 +423,214 @@ $U2,$U0" ]
 	run cardbaton-gpus --config "$T/config.yaml" --json
 	[ "$status" -eq 0 ]
 	[ "$(echo "$output" | json 'len(d["nodes"][0]["gpus"])')" -eq 4 ]
+}
+
+# ---- SSH nodes: the worker compiled there asks NVML (link/ship.c) ---------------
+
+# ssh_hosts: skip without the test hosts; else fresh hosts (no worker,
+# no state, default cards, empty logs) and $C, a config with both.
+ssh_hosts() {
+	[ -n "${HOSTS_UID:-}" ] || skip "needs root, ip netns and sshd"
+	local i
+	for i in 1 2; do
+		rm -f "$(host_bin_dir "$i")/getconf"
+		rm -rf "$(host_home "$i")/.local"
+		host_default_gpus "$i"
+		: > "$(host_gpu_dir "$i")/smi.log"
+		: > "$(host_gpu_dir "$i")/nvml.log"
+	done
+	C=$T/ssh.yaml
+	cat > "$C" <<-YAML
+		spool: ./spool
+		ssh_command: [ssh, -F, $SSH_CONFIG]
+		nodes:
+		  host1:
+		    ssh: host1
+		  host2:
+		    ssh: host2
+	YAML
+	WID=$(sed -n 's/^#define WORKER_ID "\(.*\)"/\1/p' "$CB_BUILD/worker-id.h")
+}
+# old_glibc N: host N says its glibc is older than ours (getconf), so
+# that our dynamically linked worker is not for it.
+old_glibc() {
+	printf '#!/bin/sh\necho "glibc 2.17"\n' > "$(host_bin_dir "$1")/getconf"
+	chmod 755 "$(host_bin_dir "$1")/getconf"
+}
+host_smi_runs() { wc -l < "$(host_gpu_dir "$1")/smi.log"; }
+host_nvml_calls() { grep -cx "$2" "$(host_gpu_dir "$1")/nvml.log" || true; }
+host_worker() { echo "$(host_home "$1")/.local/state/sshgpu-queue/bin/cardbaton-worker-$WID"; }
+# elf_interp FILE: FILE is an ELF program with a PT_INTERP header (it
+# is dynamically linked: the kernel starts its dynamic loader).
+elf_interp() {
+	python3 - "$1" <<-'PY'
+		import struct, sys
+		f = open(sys.argv[1], "rb").read()
+		assert f[:4] == b"\x7fELF", "not ELF"
+		e = "<" if f[5] == 1 else ">"
+		if f[4] == 2:
+		    (off,) = struct.unpack_from(e + "Q", f, 0x20)
+		    size, num = struct.unpack_from(e + "HH", f, 0x36)
+		else:
+		    (off,) = struct.unpack_from(e + "I", f, 0x1C)
+		    size, num = struct.unpack_from(e + "HH", f, 0x2A)
+		types = [struct.unpack_from(e + "I", f, off + i * size)[0] for i in range(num)]
+		sys.exit(0 if 3 in types else 1)
+	PY
+}
+ssh_daemon() {
+	ip netns exec "$CLIENT_NS" cardbaton-spoold --config "$C" >>"$T/daemon.log" 2>&1 3>&- &
+	DAEMON_PID=$!
+	wait_for 10 'grep -q serving "$T/daemon.log"'
+}
+ssh_state() { in_client cardbaton-status --config "$C" --json "$1" | json 'd["jobs"][0]["state"]'; }
+ssh_final() { case "$(ssh_state "$1")" in succeeded|failed|cancelled|lost) return 0 ;; esac; return 1; }
+
+@test "SSH node with our glibc: our dynamically linked worker, byte for byte, nothing compiled, and NVML answers" {
+	ssh_hosts
+	run in_client script -qec "cardbaton-gpus --config '$C' --node host1 --json" /dev/null
+	[ "$status" -eq 0 ]
+	[[ $output == *"cardbaton: host1: installing cardbaton-worker $WID ($(uname -m), glibc $(getconf GNU_LIBC_VERSION | cut -d' ' -f2))..."* ]]
+	[[ $output != *"compiled there"* && $output != *"static build"* ]]
+	cmp "$(host_worker 1)" "$CB_BUILD/cardbaton-worker-dynamic"
+	elf_interp "$(host_worker 1)"
+	[ "$(ls -A "$(dirname "$(host_worker 1)")")" = "cardbaton-worker-$WID" ]
+	run in_client cardbaton-gpus --config "$C" --node host1 --json
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | json 'len(d["nodes"][0]["gpus"])')" -eq 4 ]
+	[ "$(host_nvml_calls 1 nvmlInit_v2)" -ge 2 ]
+	[ "$(host_smi_runs 1)" -eq 0 ]
+}
+
+@test "SSH node with an older glibc and cc: the worker is compiled there, dynamically linked, and its queries and handoffs go through NVML" {
+	ssh_hosts
+	old_glibc 1
+	# The check below tells the two builds apart.
+	elf_interp "$CB_BUILD/cardbaton-worker"
+	not elf_interp "$CB_BUILD/cardbaton-worker-static"
+
+	run in_client script -qec "cardbaton-gpus --config '$C' --node host1 --json" /dev/null
+	[ "$status" -eq 0 ]
+	[[ $output == *"cardbaton: host1: installing cardbaton-worker $WID ($(uname -m), compiled there)..."* ]]
+	[[ $output == *"cardbaton: host1: cardbaton-worker installed"* ]]
+	[[ $output != *"static build"* ]]
+	elf_interp "$(host_worker 1)"
+	not cmp -s "$(host_worker 1)" "$CB_BUILD/cardbaton-worker-static"
+	# Nothing else in bin/, nothing left in the host's TMPDIR.
+	[ "$(ls -A "$(dirname "$(host_worker 1)")")" = "cardbaton-worker-$WID" ]
+	[ -z "$(ls -A "$(host_dir 1)/tmp")" ]
+	# The query: the four cards, from NVML.
+	run in_client cardbaton-gpus --config "$C" --node host1 --json
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | json 'len(d["nodes"][0]["gpus"])')" -eq 4 ]
+	[ "$(echo "$output" | json 'd["nodes"][0]["gpus"][3]["uuid"]')" = "$(host_gpu_uuid 1 3)" ]
+	[ "$(host_nvml_calls 1 nvmlInit_v2)" -ge 2 ]
+	[ "$(host_smi_runs 1)" -eq 0 ]
+
+	# A handoff: the second job waits for the first one's card and is
+	# placed when the node says it ended.  NVML all the way: the
+	# daemon's queries, the check under the lease.
+	: > "$(host_gpu_dir 1)/nvml.log"
+	ssh_daemon
+	a=$(in_client cardbaton-submit --config "$C" --node host1 --gpus 0 -- sh -c 'sleep 1; echo "$CUDA_VISIBLE_DEVICES" > "$0"' "$T/a")
+	b=$(in_client cardbaton-submit --config "$C" --node host1 --gpus 0 -- sh -c 'echo "$CUDA_VISIBLE_DEVICES" > "$0"' "$T/b")
+	wait_for 60 ssh_final "$b"
+	[ "$(ssh_state "$a")" = succeeded ]
+	[ "$(ssh_state "$b")" = succeeded ]
+	[ "$(cat "$T/a")" = "$(host_gpu_uuid 1 0)" ]
+	[ "$(cat "$T/b")" = "$(host_gpu_uuid 1 0)" ]
+	[ "$(host_nvml_calls 1 nvmlInit_v2)" -ge 2 ]
+	[ "$(host_nvml_calls 1 nvmlDeviceGetComputeRunningProcesses_v3)" -ge 2 ]
+	[ "$(host_smi_runs 1)" -eq 0 ]
+	not grep -q 'NVML' "$T/daemon.log"
+	# Shipped once.
+	[ "$(ls -A "$(dirname "$(host_worker 1)")")" = "cardbaton-worker-$WID" ]
+}
+
+@test "SSH node whose cc fails: the static build, one line saying why, and nvidia-smi answers" {
+	ssh_hosts
+	old_glibc 2
+	run in_client script -qec "cardbaton-gpus --config '$C' --node host2 --json" /dev/null
+	[ "$status" -eq 0 ]
+	[[ $output == *"cardbaton: host2: installing cardbaton-worker $WID ($(uname -m), compiled there)..."* ]]
+	[[ $output == *"cardbaton: host2: cannot compile the worker there (cc failed (exit 1): cc: this compiler is broken); installing the static build (nvidia-smi only)..."* ]]
+	[[ $output == *"cardbaton: host2: cardbaton-worker installed"* ]]
+	[ "$(grep -c 'cannot compile' <<< "$output")" -eq 1 ]
+	cmp "$(host_worker 2)" "$CB_BUILD/cardbaton-worker-static"
+	[ "$(ls -A "$(dirname "$(host_worker 2)")")" = "cardbaton-worker-$WID" ]
+	[ -z "$(ls -A "$(host_dir 2)/tmp")" ]
+	# The fake NVML is there, but the static worker never loads it.
+	run in_client cardbaton-gpus --config "$C" --node host2 --json
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | json 'len(d["nodes"][0]["gpus"])')" -eq 2 ]
+	[ "$(echo "$output" | json 'd["nodes"][0]["gpus"][1]["memory_used_mib"]')" -eq 30000 ]
+	[ "$(host_smi_runs 2)" -ge 2 ]
+	[ "$(host_nvml_calls 2 nvmlInit_v2)" -eq 0 ]
+
+	# Jobs and a handoff through nvidia-smi.
+	: > "$(host_gpu_dir 2)/smi.log"
+	ssh_daemon
+	a=$(in_client cardbaton-submit --config "$C" --node host2 --gpus 0 -- sh -c 'sleep 1; echo "$CUDA_VISIBLE_DEVICES" > "$0"' "$T/a")
+	b=$(in_client cardbaton-submit --config "$C" --node host2 --gpus 0 -- sh -c 'echo "$CUDA_VISIBLE_DEVICES" > "$0"' "$T/b")
+	wait_for 60 ssh_final "$b"
+	[ "$(ssh_state "$a")" = succeeded ]
+	[ "$(ssh_state "$b")" = succeeded ]
+	[ "$(cat "$T/b")" = "$(host_gpu_uuid 2 0)" ]
+	[ "$(host_smi_runs 2)" -ge 4 ]
+	[ "$(host_nvml_calls 2 nvmlInit_v2)" -eq 0 ]
+	# Installed once, not compiled again by the daemon.
+	cmp "$(host_worker 2)" "$CB_BUILD/cardbaton-worker-static"
+}
+
+# far_node [ENV...]: config $C with one SSH node "far" whose "ssh" runs
+# the remote command line here, under env ENV... (the node is this
+# machine; its state directory $T/far).
+far_node() {
+	printf '#!/bin/sh\nwhile [ "$1" != -- ]; do shift; done\nexec env %s sh -c "$2"\n' "$*" > "$T/ssh"
+	chmod +x "$T/ssh"
+	C=$T/far.yaml
+	printf 'spool: ./spool\nssh_command: [%s]\nremote_state_dir: %s\nnodes:\n  far:\n    ssh: far\n' \
+		"$T/ssh" "$T/far" > "$C"
+	WID=$(sed -n 's/^#define WORKER_ID "\(.*\)"/\1/p' "$CB_BUILD/worker-id.h")
+}
+
+@test "a node without a compiler gets the static build; of another architecture, an error that says why" {
+	mkdir "$T/old"
+	printf '#!/bin/sh\necho "glibc 2.17"\n' > "$T/old/getconf"
+	chmod 755 "$T/old/getconf"
+	far_node "PATH=$T/old:$PATH" CC=/nonexistent/cc
+	run script -qec "cardbaton-gpus --config '$C'" /dev/null
+	[ "$status" -eq 0 ]
+	[[ $output == *"cardbaton: far: installing cardbaton-worker $WID ($(uname -m), static build)..."* ]]
+	[[ $output != *"compiled there"* ]]
+	cmp "$T/far/bin/cardbaton-worker-$WID" "$CB_BUILD/cardbaton-worker-static"
+
+	# Another architecture: no compiler, a compiler that fails.
+	rm -r "$T/far"
+	mkdir "$T/arch"
+	printf '#!/bin/sh\n[ "$1" = -m ] && echo riscv64 || exec /bin/uname "$@"\n' > "$T/arch/uname"
+	chmod 755 "$T/arch/uname"
+	far_node "PATH=$T/arch:$PATH" CC=/nonexistent/cc
+	run --separate-stderr cardbaton-gpus --config "$C" --json
+	[ "$status" -eq 69 ]
+	[ "$(echo "$output" | json 'd["nodes"][0]["error"]')" = "far: cannot install the worker: no C compiler there to build it for riscv64, and the static build is for $(uname -m)" ]
+	[ ! -e "$T/far/bin/cardbaton-worker-$WID" ]
+	printf '#!/bin/sh\necho "cc: this compiler is broken" >&2\nexit 1\n' > "$T/arch/cc"
+	chmod 755 "$T/arch/cc"
+	far_node "PATH=$T/arch:$PATH"
+	run --separate-stderr cardbaton-gpus --config "$C" --json
+	[ "$status" -eq 69 ]
+	[ "$(echo "$output" | json 'd["nodes"][0]["error"]')" = "far: cannot install the worker: cc failed (exit 1): cc: this compiler is broken (and the static build is for $(uname -m), not riscv64)" ]
+	[ -z "$(ls -A "$T/far/bin")" ]
+}
+
+@test "a compile that fails for another reason than the compiler fails the install: no static build" {
+	command -v cc >/dev/null || skip "no C compiler"
+	far_node
+	# bin/ cannot be made: the state directory is a file.
+	echo > "$T/far"
+	run --separate-stderr cardbaton-gpus --config "$C" --json
+	[ "$status" -eq 69 ]
+	[[ $(echo "$output" | json 'd["nodes"][0]["error"]') == "far: installing the worker failed: mkdir: "* ]]
+	[ -f "$T/far" ]
 }

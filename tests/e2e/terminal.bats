@@ -75,7 +75,7 @@ on_tty() {
 	id=$(sed -n 's/^#define WORKER_ID "\(.*\)"/\1/p' "$CB_BUILD/worker-id.h")
 	run on_tty "cardbaton-gpus --config '$C'"
 	[ "$status" -eq 0 ]
-	[[ $output == *"cardbaton: far: installing cardbaton-worker $id ($(uname -m), static build)..."* ]]
+	[[ $output == *"cardbaton: far: installing cardbaton-worker $id ($(uname -m), glibc $(getconf GNU_LIBC_VERSION | cut -d' ' -f2))..."* ]]
 	[[ $output == *"cardbaton: far: cardbaton-worker installed"* ]]
 	[ -x "$T/far/bin/cardbaton-worker-$id" ]
 	# Once there, nothing to say; and never anything but on a terminal.

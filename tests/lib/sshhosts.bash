@@ -204,15 +204,32 @@ _cbh_check_n() {
 	fi
 }
 
+# The CARDBATON_NVML value the hosts' sessions get for HOSTS_NVML
+# (off, the default: nvidia-smi alone, never the machine's own driver
+# library; fake or fake-old: the fake NVML library of $CB_BUILD).
+_cbh_nvml() {
+	case ${HOSTS_NVML:-off} in
+	off) echo off ;;
+	fake|fake-old)
+		local lib=${CB_BUILD:-}/tests/fake-nvml${HOSTS_NVML#fake}/libnvidia-ml.so.1
+		[ -n "${CB_BUILD:-}" ] && [ -f "$lib" ] || { _cbh_err "HOSTS_NVML=$HOSTS_NVML: no $lib (CB_BUILD)"; return 1; }
+		echo "$lib" ;;
+	*) _cbh_err "HOSTS_NVML: off, fake or fake-old, not '$HOSTS_NVML'"; return 1 ;;
+	esac
+}
+
 # hosts_up N: bring up N hosts (see the top of this file).  Exports
 # HOSTS_N, HOSTS_UID, HOSTS_DIR, HOSTS_NET (10.200.K), CLIENT_NS,
 # SSH_CONFIG, CLIENT_KEY.  HOSTS_DIR may be set beforehand; otherwise it
 # is $BATS_FILE_TMPDIR/hosts-U (or under $T, or a new temporary dir).
+# HOSTS_NVML=fake (or fake-old) gives every host's sessions the fake
+# NVML library (CARDBATON_NVML) instead of CARDBATON_NVML=off.
 # On failure it prints the sshd logs, undoes everything and returns 1.
 hosts_up() {
 	local n=${1:?usage: hosts_up N} t0 i k u
 	case $n in ''|*[!0-9]*|0) _cbh_err "hosts_up: bad N '$n'"; return 1 ;; esac
 	[ "$n" -le 250 ] || { _cbh_err "hosts_up: at most 250 hosts"; return 1; }
+	_cbh_nvml >/dev/null || return 1
 	if [ -n "${HOSTS_UID:-}" ] && [ -d "$CBH_RUN_ROOT/$HOSTS_UID" ]; then
 		_cbh_err "hosts_up: hosts $HOSTS_UID are up; hosts_down first"
 		return 1
@@ -267,8 +284,9 @@ hosts_up() {
 }
 
 _cbh_build() {
-	local n=$1 i d ns fake top pids=() batch
+	local n=$1 i d ns fake top pids=() batch nvml
 	top=${CB_TOP:-$(cd "$CBH_LIB_DIR/../.." && pwd)}
+	nvml=$(_cbh_nvml) || return 1
 	fake=$top/tests/fake-nvidia-smi
 	[ -x "$fake" ] || { _cbh_err "no $fake"; return 1; }
 	local dirs=("$HOSTS_DIR")
@@ -346,7 +364,7 @@ route replace $HOSTS_NET.0/24 dev br0 proto kernel scope link src $HOSTS_NET.254
 			PrintLastLog no
 			X11Forwarding no
 			Subsystem sftp internal-sftp
-			SetEnv PATH=$d/bin:$CBH_SYS_PATH HOME=$d/home TMPDIR=$d/tmp FAKE_GPU_DIR=$d/gpus CARDBATON_HOST=host$i CARDBATON_NVML=off
+			SetEnv PATH=$d/bin:$CBH_SYS_PATH HOME=$d/home TMPDIR=$d/tmp FAKE_GPU_DIR=$d/gpus CARDBATON_HOST=host$i CARDBATON_NVML=$nvml
 			${extra}
 			${HOSTS_SSHD_EXTRA:-}
 		EOF
