@@ -130,7 +130,8 @@ need_hosts() {
 	ip netns exec "$CLIENT_NS" cardbaton-spoold --config "$C" >>"$T/daemon.log" 2>&1 3>&- &
 	DAEMON_PID=$!
 	atts=$(host_home 1)/.local/state/sshgpu-queue/attempts
-	wait_for 30 '[ -d "$atts" ] && [ -n "$(ls "$atts")" ] && [ "$(cat "$T/calls")" -ge 3 ]'
+	wait_for 60 '[ -d "$atts" ] && [ -n "$(ls "$atts")" ] && [ "$(cat "$T/calls")" -ge 3 ]' ||
+		{ echo "calls: $(cat "$T/calls" 2>&1)"; ls -la "$atts"; cat "$T/daemon.log"; false; }
 	# The launch is at the cards: the daemon dies and comes back.
 	kill -9 "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null || true
 	ip netns exec "$CLIENT_NS" cardbaton-spoold --config "$C" >>"$T/daemon.log" 2>&1 3>&- &

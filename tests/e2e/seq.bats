@@ -21,10 +21,19 @@ teardown() {
 	teardown_common
 }
 
+# traced TRACE CMD...: CMD under strace -e trace=TRACE, into
+# $T/strace.out (LeakSanitizer cannot run under ptrace: off for it).
+traced() {
+	local what=$1
+	shift
+	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
+		strace -f -qq -e trace="$what" -o "$T/strace.out" "$@" >/dev/null
+}
+
 # syncs CMD...: how many fsync, fdatasync, sync_file_range or syncfs
 # calls CMD makes (strace), on stdout.
 syncs() {
-	strace -f -qq -e trace=fsync,fdatasync,syncfs,sync_file_range,sync -o "$T/strace.out" "$@" >/dev/null
+	traced fsync,fdatasync,syncfs,sync_file_range,sync "$@"
 	grep -cE '^[0-9]+ +(fsync|fdatasync|syncfs|sync_file_range|sync)\(' "$T/strace.out" || true
 }
 
@@ -41,7 +50,7 @@ syncs() {
 	# Rewritten in place: the same inode, no rename (ext4 flushes the data
 	# of a file renamed over another), no new file.
 	[ "$(stat -c %i "$T/spool/seq")" = "$ino" ]
-	strace -f -qq -e trace=rename,renameat,renameat2 -o "$T/strace.out" cardbaton-submit --config "$C" -- true >/dev/null
+	traced rename,renameat,renameat2 cardbaton-submit --config "$C" -- true
 	[ "$(grep -c rename "$T/strace.out")" -eq 1 ]     # the job file's, into new/
 }
 
@@ -74,10 +83,10 @@ syncs() {
 	[ "$(sub -- true)" = $((arr + 11)) ]
 	# Within this boot the file is the truth: no directory is listed
 	# (but after a seq of another boot, they are).
-	strace -f -qq -e trace=getdents64,getdents -o "$T/strace.out" cardbaton-submit --config "$C" -- true >/dev/null
+	traced getdents64,getdents cardbaton-submit --config "$C" -- true
 	[ ! -s "$T/strace.out" ]
 	echo "1 x" > "$T/spool/seq"
-	strace -f -qq -e trace=getdents64,getdents -o "$T/strace.out" cardbaton-submit --config "$C" -- true >/dev/null
+	traced getdents64,getdents cardbaton-submit --config "$C" -- true
 	[ -s "$T/strace.out" ]
 }
 
