@@ -26,12 +26,6 @@
 
 #include "common.h"
 
-
-/* A reading the driver did not report (-1) is null in JSON. */
-static cJSON *add_reading(cJSON *o, const char *key, long long v)
-{
-	return v < 0 ? cJSON_AddNullToObject(o, key) : cJSON_AddNumberToObject(o, key, (double)v);
-}
 static const char usage[] = "cardbaton-gpus [--config PATH] [--node N] [--json]";
 
 enum { OPT_NODE = OPT_TOOL_FIRST, OPT_JSON };
@@ -298,9 +292,9 @@ static void print_json(const struct ask *asks, size_t n, const struct spool *sp,
 			    !cJSON_AddNumberToObject(x, "index", g->index) ||
 			    !cJSON_AddStringToObject(x, "uuid", g->uuid) ||
 			    !cJSON_AddStringToObject(x, "name", g->name) ||
-			    !add_reading(x, "memory_used_mib", g->mem_used) ||
-			    !add_reading(x, "memory_total_mib", g->mem_total) ||
-			    !add_reading(x, "utilization", g->util) ||
+			    !json_add_reading(x, "memory_used_mib", g->mem_used) ||
+			    !json_add_reading(x, "memory_total_mib", g->mem_total) ||
+			    !json_add_reading(x, "utilization", g->util) ||
 			    !cJSON_AddNumberToObject(x, "processes", (double)g->procs) ||
 			    !(lease ? cJSON_AddStringToObject(x, "lease", lease)
 				    : cJSON_AddNullToObject(x, "lease")) ||

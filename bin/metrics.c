@@ -24,9 +24,6 @@ static const struct option longopts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-/* As the daemon reads it back (spoold/metrics.h METRICS_FILE_MAX). */
-#define METRICS_MAX (16u << 20)
-
 int main(int argc, char **argv)
 {
 	struct config c;
@@ -44,7 +41,7 @@ int main(int argc, char **argv)
 	if (!tool_spool(&c, &sp, 0))
 		die(EX_NOINPUT_, "%s: no spool yet, so no metrics (the daemon writes "
 		    "metrics.prom there: cardbaton run)", c.spool);
-	if (read_capped(sp.fd, "metrics.prom", METRICS_MAX, &buf, &len) < 0) {
+	if (read_capped(sp.fd, "metrics.prom", METRICS_FILE_MAX, &buf, &len) < 0) {
 		if (errno == ENOENT)
 			die(EX_NOINPUT_, "%s/metrics.prom: no metrics yet (the daemon writes them "
 			    "once it runs: cardbaton run)", sp.path);

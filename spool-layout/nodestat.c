@@ -15,8 +15,7 @@
 #include "drain.h"
 #include "nodestat.h"
 
-/* A reading the driver did not report (-1) is null. */
-static cJSON *add_reading(cJSON *o, const char *key, long long v)
+cJSON *json_add_reading(cJSON *o, const char *key, long long v)
 {
 	return v < 0 ? cJSON_AddNullToObject(o, key) : cJSON_AddNumberToObject(o, key, (double)v);
 }
@@ -27,9 +26,9 @@ static cJSON *card_json(const struct node_card *c)
 	int ok = o && cJSON_AddNumberToObject(o, "index", c->index) &&
 		 cJSON_AddStringToObject(o, "uuid", c->uuid ? c->uuid : "") &&
 		 cJSON_AddStringToObject(o, "name", c->name ? c->name : "") &&
-		 add_reading(o, "memory_used_mib", c->mem_used) &&
-		 add_reading(o, "memory_total_mib", c->mem_total) &&
-		 add_reading(o, "utilization", c->util) && add_reading(o, "processes", c->procs) &&
+		 json_add_reading(o, "memory_used_mib", c->mem_used) &&
+		 json_add_reading(o, "memory_total_mib", c->mem_total) &&
+		 json_add_reading(o, "utilization", c->util) && json_add_reading(o, "processes", c->procs) &&
 		 cJSON_AddBoolToObject(o, "idle", c->idle) &&
 		 (c->lease ? cJSON_AddStringToObject(o, "lease", c->lease)
 			   : cJSON_AddNullToObject(o, "lease")) &&

@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 
+#include <cJSON.h>
+
 #include "spooldir.h"
 
 /* A card as the daemon last saw it (nodes/NAME.json "gpus"). */
@@ -44,6 +46,10 @@ int spool_node_put(struct spool *sp, const char *name, const char *text, struct 
 int spool_node_list(struct spool *sp, struct node_status **v, size_t *n);
 void node_status_free(struct node_status *v, size_t n);
 void node_status_clear(struct node_status *ns);     /* one, zeroed */
+
+/* A card's reading as JSON: KEY: V, or null when the driver did not
+ * report it (-1); what cJSON_Add* returns.  (nodes/, gpus --json.) */
+cJSON *json_add_reading(cJSON *o, const char *key, long long v);
 
 /* The most of a nodes/ file that is read (a Slurm partition's
  * thousands of cards fit). */

@@ -83,6 +83,9 @@ int spool_write(struct spool *sp, enum spool_dir d, const char *name, const char
  * and the next write puts it right.  The caller is its only writer. */
 int spool_write_view(struct spool *sp, enum spool_dir d, const char *name, const char *text,
 		     struct cb_err *err);
+/* The most of metrics.prom that is read (by cardbaton-metrics, and by
+ * a starting daemon for its counters). */
+#define METRICS_FILE_MAX (16u << 20)
 
 /* Entries of DIR that do not begin with '.', sorted with strcmp.
  * *names is a malloc'd array of malloc'd strings. */

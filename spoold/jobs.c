@@ -284,6 +284,17 @@ void effect_run(struct daemon *d, const struct effect *ef)
 	}
 }
 
+/* The metrics of a step that changed J (from FROM, its last attempt
+ * from AFROM; AS_N: a new one), and the count of paused jobs. */
+static void count_step(struct daemon *d, const struct job *j, enum job_state from,
+		       enum att_state afrom)
+{
+	const struct attempt *a = job_last_attempt(j);
+
+	metrics_step(&d->metrics, j, from, afrom, a && a->node ? node_index(d, a->node) : d->nnodes);
+	d->npaused += (j->state == JS_PAUSED) - (from == JS_PAUSED);
+}
+
 /*
  * The one way a job's record changes: EV happens to job ID.  Its record
  * is loaded once, the table's row for its state applied (a node's word
@@ -292,20 +303,6 @@ void effect_run(struct daemon *d, const struct effect *ef)
  * no row (the job is in no state that takes EV), or not found; -1: the
  * record could not be read or written (said; write_failed stalls).
  */
-/* The metrics of a step that changed J (from FROM, its last attempt
- * from AFROM; AS_N: a new one), and the count of paused jobs. */
-static void count_step(struct daemon *d, const struct job *j, enum job_state from,
-		       enum att_state afrom)
-{
-	const struct attempt *a = job_last_attempt(j);
-	size_t k = 0;
-
-	while (a && a->node && k < d->nnodes && strcmp(d->nodes[k].conf->name, a->node))
-		k++;
-	metrics_step(&d->metrics, j, from, afrom, a && a->node ? k : d->nnodes);
-	d->npaused += (j->state == JS_PAUSED) - (from == JS_PAUSED);
-}
-
 int job_step(struct daemon *d, long long id, enum job_event ev, const struct ev_arg *a)
 {
 	const struct transition *t;
@@ -545,7 +542,7 @@ void reconcile_done(struct daemon *d, size_t node, int status)
 
 /* nodes/NAME.json (LAYOUT.md §1), for status, top and metrics: due
  * when the node's reachability or its card snapshot changed, written
- * once a turn by views_flush (main.c). */
+ * at the end of the loop turn by node_views_flush (below). */
 void node_view_due(struct node *n)
 {
 	n->view_due = 1;

@@ -308,7 +308,7 @@ static void dedupe(struct daemon *d)
 	free(v);
 }
 
-static size_t node_index(struct daemon *d, const char *name)
+size_t node_index(const struct daemon *d, const char *name)
 {
 	for (size_t k = 0; k < d->nnodes; k++)
 		if (!strcmp(d->nodes[k].conf->name, name))

@@ -30,9 +30,6 @@
 #define WAIT_LE { 1, 10, 60, 300, 900, 3600, 14400, 86400, 604800 }
 #define WAIT_NB 9
 
-/* The most of an old metrics.prom that is read back. */
-#define METRICS_FILE_MAX (16u << 20)
-
 #define HIST_MAX 14                     /* the most buckets, +Inf's included */
 
 struct hist {

@@ -276,6 +276,8 @@ void drain_read(struct daemon *d);
 int apply_attempt(struct daemon *d, struct rent *e, const struct wire_rec *w);
 int reconcile_node(struct daemon *d, size_t node);
 void reconcile_done(struct daemon *d, size_t node, int status);
+/* The index in d->nodes of the node called NAME, or d->nnodes (main.c). */
+size_t node_index(const struct daemon *d, const char *name);
 void node_failed(struct daemon *d, size_t node, const char *why);
 void node_ok(struct daemon *d, size_t node);
 /* nodes/NAME.json: N's view is due (its reachability or cards changed);
