@@ -41,7 +41,7 @@ static const char *const js_names[JS_N] = {
 
 static const char *const as_names[AS_N] = {
 	"launching", "running", "pausing", "paused",
-	"succeeded", "failed", "cancelled", "lost", "aborted",
+	"succeeded", "failed", "cancelled", "lost", "aborted", "staged",
 };
 
 const char *job_state_name(enum job_state s)
@@ -174,7 +174,8 @@ static cJSON *attempt_json(const struct attempt *a)
 	    add_time(o, "started", a->started, 1) || add_time(o, "finished", a->finished, 1) ||
 	    add_str(o, "log", a->log) || add_str(o, "checkpoint", a->checkpoint) ||
 	    (a->slurm_job && add_str(o, "slurm_job", a->slurm_job)) ||
-	    (a->host && add_str(o, "host", a->host))) {
+	    (a->host && add_str(o, "host", a->host)) ||
+	    (a->nstaged_after && add_strs(o, "staged_after", a->staged_after, a->nstaged_after))) {
 		cJSON_Delete(o);
 		return NULL;
 	}
@@ -382,6 +383,13 @@ static int get_strs(const cJSON *o, const char *key, char ***v, size_t *n)
 	return 0;
 }
 
+/* An attempt ID names files on the node: only [0-9a-f-], 1 to 64 of
+ * them (LAYOUT.md §2), whoever wrote the record. */
+static int attempt_id_ok(const char *id)
+{
+	return id[0] && strlen(id) <= 64 && strspn(id, "0123456789abcdef-") == strlen(id);
+}
+
 static int attempt_from_json(const cJSON *o, struct attempt *a)
 {
 	const cJSON *ec = cJSON_GetObjectItemCaseSensitive(o, "exit_code");
@@ -392,17 +400,19 @@ static int attempt_from_json(const cJSON *o, struct attempt *a)
 	if (!cJSON_IsObject(o) || get_ll(o, "n", &n, 1) || n < 0 || n > 1000000000)
 		return -1;
 	a->n = (int)n;
-	/* The ID names files on the node: only [0-9a-f-], 1 to 64 of them
-	 * (LAYOUT.md §2), whoever wrote the record. */
-	if (get_str(o, "id", &a->id) || !a->id || !a->id[0] || strlen(a->id) > 64 ||
-	    strspn(a->id, "0123456789abcdef-") != strlen(a->id) || get_str(o, "node", &a->node) ||
+	if (get_str(o, "id", &a->id) || !a->id || !attempt_id_ok(a->id) || get_str(o, "node", &a->node) ||
 	    get_ints(o, "gpus", &a->gpus, &a->ngpus) ||
 	    get_strs(o, "gpu_uuids", &a->uuids, &a->nuuids) ||
 	    get_str(o, "reason", &a->reason) || get_ll(o, "started_ms", &a->started, 0) ||
 	    get_ll(o, "finished_ms", &a->finished, 0) || get_str(o, "log", &a->log) ||
 	    get_str(o, "checkpoint", &a->checkpoint) || get_str(o, "slurm_job", &a->slurm_job) ||
-	    get_str(o, "host", &a->host) || get_str(o, "state", &st) || !st)
+	    get_str(o, "host", &a->host) || get_strs(o, "staged_after", &a->staged_after,
+							  &a->nstaged_after) ||
+	    get_str(o, "state", &st) || !st)
 		return -1;
+	for (size_t i = 0; i < a->nstaged_after; i++)
+		if (!attempt_id_ok(a->staged_after[i]))
+			return -1;
 	r = att_state_parse(st, &a->state);
 	free(st);
 	if (r < 0)
@@ -517,6 +527,7 @@ void job_free(struct job *j)
 		free(a->checkpoint);
 		free(a->slurm_job);
 		free(a->host);
+		strv_free(a->staged_after, a->nstaged_after);
 	}
 	free(j->att);
 	free(j->reason);

@@ -26,7 +26,9 @@ int job_state_final(enum job_state s);
 enum att_state {
 	AS_LAUNCHING, AS_RUNNING, AS_PAUSING, AS_PAUSED,
 	AS_SUCCEEDED, AS_FAILED, AS_CANCELLED, AS_LOST,
-	AS_ABORTED,     /* never started: cards busy at launch, refused */
+	AS_ABORTED,     /* never started: cards busy at launch, refused, unstaged */
+	AS_STAGED,      /* recorded to start on its node when the attempts
+			   STAGED_AFTER end (the baton, LAYOUT.md section 8) */
 	AS_N
 };
 const char *att_state_name(enum att_state s);
@@ -49,6 +51,8 @@ struct attempt {
 	char *checkpoint;       /* checkpoint path it published, or NULL */
 	char *slurm_job;        /* on a Slurm node: its Slurm job ID, or NULL */
 	char *host;             /* on a Slurm node: the host it ran on, or NULL */
+	char **staged_after;    /* staged: the attempt IDs whose end starts it */
+	size_t nstaged_after;
 };
 
 struct job {

@@ -507,7 +507,7 @@ static const char *const wire_state_names[WS_N] = {
 	[WS_STARTING] = "starting", [WS_BUSY] = "busy", [WS_RUNNING] = "running",
 	[WS_PAUSING] = "pausing", [WS_PAUSED] = "paused", [WS_SUCCEEDED] = "succeeded",
 	[WS_FAILED] = "failed", [WS_CANCELLED] = "cancelled", [WS_LOST] = "lost",
-	[WS_UNKNOWN] = "unknown",
+	[WS_UNKNOWN] = "unknown", [WS_STAGED] = "staged", [WS_UNSTAGED] = "unstaged",
 };
 
 const char *wire_state_name(enum wire_state s)
@@ -528,5 +528,5 @@ int wire_state_parse(const char *s, enum wire_state *out)
 int wire_state_final(enum wire_state s)
 {
 	return s == WS_PAUSED || s == WS_SUCCEEDED || s == WS_FAILED || s == WS_CANCELLED ||
-	       s == WS_LOST;
+	       s == WS_LOST || s == WS_UNSTAGED;
 }

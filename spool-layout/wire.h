@@ -79,12 +79,17 @@ int wire_write_fd(int fd, const struct wire_rec *r);
  * attempts/ID.state and says them (status, watch, launch): the one
  * list the worker and the controller share.  starting: leases taken,
  * job not yet started; busy: a card was busy, nothing started (never
- * on disk); unknown: status has no record of the attempt.  The final
- * ones: paused succeeded failed cancelled lost.
+ * on disk); unknown: status has no record of the attempt; staged: the
+ * attempt waits on the node for the attempts its spec names `after` to
+ * end, holding nothing (STATE/staged/ID, LAYOUT.md section 8: the
+ * baton); unstaged: final, a staged attempt that never started (asked
+ * back, or its cards were busy when its turn came).  The final ones:
+ * paused succeeded failed cancelled lost unstaged.
  */
 enum wire_state {
 	WS_STARTING, WS_BUSY, WS_RUNNING, WS_PAUSING, WS_PAUSED,
 	WS_SUCCEEDED, WS_FAILED, WS_CANCELLED, WS_LOST, WS_UNKNOWN,
+	WS_STAGED, WS_UNSTAGED,
 	WS_N
 };
 const char *wire_state_name(enum wire_state s);

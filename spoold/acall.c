@@ -384,8 +384,12 @@ void links_events(struct daemon *d, const struct pollset *ps, size_t from)
 				launch_call_done(d, e, status);
 			break;
 		case PW_PAUSE:
-			if ((e = r_find(d, w->job)) && acall_read(&e->pause, &status))
-				pause_answered(d, e, status);
+			if ((e = r_find(d, w->job)) && acall_read(&e->pause, &status)) {
+				if (e->unstaging)
+					unstage_answered(d, e, status);
+				else
+					pause_answered(d, e, status);
+			}
 			break;
 		}
 	}
@@ -415,9 +419,11 @@ void links_timers(struct daemon *d, long long now, long long *next)
 		/* Launching still: the reconcile sends it again. */
 		if (acall_expired(&e->call))
 			node_failed(d, e->node, "no answer to a launch within the deadline");
-		if (acall_expired(&e->pause))
-			logmsg("job %lld: pause: no answer from node %s within the deadline",
-			       e->id, d->nodes[e->node].conf->name);
+		if (acall_expired(&e->pause)) {
+			logmsg("job %lld: %s: no answer from node %s within the deadline", e->id,
+			       e->unstaging ? "unstage" : "pause", d->nodes[e->node].conf->name);
+			e->unstaging = 0;       /* asked again by a later pass */
+		}
 		due(&e->call, next);
 		due(&e->pause, next);
 	}

@@ -77,6 +77,9 @@ static int spec_add_job(struct wire_rec *w, const struct job *j, const struct at
 	r |= wire_addf(w, "resumable", "%d", def->resume_command ? 1 : 0);
 	if (def->share)
 		r |= wire_add(w, "share", "1") | wire_addf(w, "memory", "%lld", def->gpu_memory_mib);
+	/* Staged: the node starts it when these attempts end (the baton). */
+	for (size_t i = 0; a->state == AS_STAGED && i < a->nstaged_after; i++)
+		r |= wire_add(w, "after", a->staged_after[i]);
 	return r ? -1 : 0;
 }
 
@@ -200,6 +203,8 @@ static void follow(struct daemon *d, struct job *j, enum job_state from, enum jo
 		re->launching = 0;
 		re->heard_at = mono_now();
 		re->started = j->started;
+		if (re->staged)
+			r_unstaged(re);         /* it started, or is over */
 	}
 	if (ev == EV_PROMOTE && qe)
 		logmsg("job %lld: priority %lld -> %lld", j->id, qe->prio, j->priority);
@@ -233,7 +238,8 @@ static void follow(struct daemon *d, struct job *j, enum job_state from, enum jo
 			logmsg("job %lld: out of memory", j->id);
 			return;
 		}
-		logmsg("job %lld: attempt %s on %s", j->id, at->id, at->node);
+		logmsg("job %lld: %sattempt %s on %s", j->id, at->state == AS_STAGED ? "staged " : "",
+		       at->id, at->node);
 		turn_after(d, &(struct effect){ EF_LAUNCH, j->id, at->id, NULL });
 		break;
 	case EV_CANCEL:
@@ -243,6 +249,9 @@ static void follow(struct daemon *d, struct job *j, enum job_state from, enum jo
 	case EV_PAUSE:
 		if (!j->def.resume_command)
 			logmsg("job %lld: pause: not resumable (no resume_command)", j->id);
+		else if (re && re->staged && unstage_ask(d, re, "pause: it has not started") != 1)
+			logmsg("job %lld: pause: staged, not started, and its node has not confirmed "
+			       "it yet: ask again", j->id);
 		else if (re)
 			turn_after(d, &(struct effect){ EF_PAUSE, j->id, re->aid, NULL });
 		break;
@@ -443,10 +452,12 @@ int launch_answered(struct daemon *d, struct rent *e, struct node_reply *rep)
 	return r;
 }
 
-int launch(struct daemon *d, struct qent *e, size_t node, const int *gpus, size_t ngpus)
+int launch(struct daemon *d, struct qent *e, size_t node, const int *gpus, size_t ngpus,
+	   const char *const *after, size_t nafter, const char *why)
 {
 	struct ev_arg a = { .node = d->nodes[node].conf->name, .gpus = gpus, .ngpus = ngpus,
-			    .node_index = node, .spool_id = d->sp.id };
+			    .node_index = node, .spool_id = d->sp.id, .after = after,
+			    .nafter = nafter, .why = why };
 
 	return job_step(d, e->id, EV_PLACE, &a) == 1 ? 0 : -1;
 }
@@ -470,6 +481,12 @@ int apply_attempt(struct daemon *d, struct rent *e, const struct wire_rec *w)
 
 	if (wire_state_parse(wire_get(w, "state"), &ws) < 0)
 		return 0;
+	if (ws == WS_STAGED) {
+		/* The node has it: it starts there when its cards free. */
+		e->launching = 0;
+		e->heard_at = mono_now();
+		return 0;
+	}
 	if (ws == WS_UNKNOWN) {
 		if (e->launching)
 			return send_launch(d, e);
@@ -713,15 +730,61 @@ static void cancel_running(struct daemon *d, struct rent *e)
 static void attempt_over(struct daemon *d, struct rent *e)
 {
 	long long id = e->id;
-	char *cancel = e->cancel;
+	char *cancel = e->cancel, **redo = e->redo;
+	size_t nredo = e->nredo;
 
 	acall_free(&e->call);
 	acall_free(&e->pause);
 	e->cancel = NULL;
+	e->redo = NULL;
+	e->nredo = 0;
 	r_remove(d, e);
 	if (cancel)
 		cancel_after_attempt(d, id, cancel);
 	free(cancel);
+	/* Requests that waited for a staged attempt to be given back. */
+	for (size_t i = 0; i < nredo; i++) {
+		cancel_after_attempt(d, id, redo[i]);
+		free(redo[i]);
+	}
+	free(redo);
+}
+
+int unstage_ask(struct daemon *d, struct rent *e, const char *why)
+{
+	/* Not while its stage may still be on its way (unconfirmed): an
+	 * unstage that overtook it would answer "unknown", and the stage,
+	 * arriving after, would start a job the queue has again. */
+	if (!e->staged || e->unstaging || e->pause.pid > 0 || e->launching || e->asked ||
+	    e->call.pid > 0)
+		return 0;
+	if (acall_start(d, &d->nodes[e->node], &e->pause, (const char *const[]){ "unstage", e->aid, NULL },
+			NODE_QUERY_MS) < 0)
+		return -1;
+	e->unstaging = 1;
+	logmsg("job %lld: un-staging it on %s: %s", e->id, d->nodes[e->node].conf->name, why);
+	CRASH_POINT("unstage: node asked", NULL);
+	return 1;
+}
+
+/* The node's answer to unstage: the attempt's record (unstaged, or
+ * what it became: it may have started meanwhile). */
+void unstage_answered(struct daemon *d, struct rent *e, int status)
+{
+	struct sbuf *out = &e->pause.buf;
+	struct wire_rec w = { 0 };
+	const char *why;
+
+	e->unstaging = 0;
+	if (status != 0 || wire_parse(out->s ? out->s : "", out->len, &w, &why) <= 0) {
+		logmsg("job %lld: unstage: the worker said %d (asked again by a later pass)", e->id,
+		       status);
+		wire_free(&w);
+		return;
+	}
+	e->heard_at = mono_now();
+	apply_attempt(d, e, &w);
+	wire_free(&w);
 }
 
 void pause_answered(struct daemon *d, struct rent *e, int status)
@@ -743,7 +806,7 @@ int yield_ask(struct daemon *d, struct rent *e, const char *why, const char *wor
 	char grace[24], *fail;
 	int r;
 
-	if (e->yield_why || e->pause.pid > 0 || !e->resumable || e->launching)
+	if (e->yield_why || e->pause.pid > 0 || !e->resumable || e->launching || e->staged)
 		return 0;
 	snprintf(grace, sizeof grace, "%lld", e->grace);
 	if (!(fail = xasprintf("%s: no checkpoint within %lld s", word, e->grace)) ||
@@ -844,7 +907,30 @@ int apply_ctl(struct daemon *d, const char *name)
 		};
 		struct qent *qe = q_find(d, id);
 		struct ev_arg a = { .prio = qe ? promoted(d, qe, arg) : arg };
+		char **v;
 
+		/* A hold or a promote of a staged job: it is asked back from
+		 * its node first, and the request applied once it is queued
+		 * again (kept in ctl/ until then). */
+		re = r_find(d, id);
+		if ((op == CTL_HOLD || op == CTL_PROMOTE) && re && re->staged) {
+			keep = 1;
+			for (size_t i = 0; i < re->nredo; i++)
+				if (!strcmp(re->redo[i], name))
+					goto done;      /* kept already */
+			if (!(v = realloc(re->redo, (re->nredo + 1) * sizeof *v)) ||
+			    !(v[re->nredo] = strdup(name))) {
+				if (v)
+					re->redo = v;
+				logmsg("job %lld: %s: out of memory", id, ctl_op_name[op]);
+				keep = 0;
+				goto done;
+			}
+			re->redo = v;
+			re->nredo++;
+			unstage_ask(d, re, ctl_op_name[op]);
+			goto done;
+		}
 		if (job_step(d, id, ev_of[op], &a) == 0)
 			logmsg("job %lld: %s: %s", id, ctl_op_name[op], refused[op]);
 		/* A cancel of a running job is kept until its attempt ends,

@@ -356,7 +356,7 @@ static void load_records(struct daemon *d)
 			if (!a || !a->node || (k = node_index(d, a->node)) == d->nnodes)
 				logmsg("job %lld: runs on node %s, which is not in the config", j.id,
 				       a && a->node ? a->node : "?");
-			else if (r_add(d, &j, a->id, k, a->state == AS_LAUNCHING) < 0)
+			else if (r_add(d, &j, a->id, k, a->state == AS_LAUNCHING || a->state == AS_STAGED) < 0)
 				logmsg("job %lld: out of memory", j.id);
 			job_free(&j);
 		}

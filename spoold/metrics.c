@@ -72,7 +72,7 @@ static struct card_end *card_end(struct metrics_node *n, int index, int make)
 
 static int att_over(enum att_state s)
 {
-	return s != AS_LAUNCHING && s != AS_RUNNING && s != AS_PAUSING;
+	return s != AS_LAUNCHING && s != AS_STAGED && s != AS_RUNNING && s != AS_PAUSING;
 }
 
 void metrics_step(struct metrics *m, const struct job *j, enum job_state from,
@@ -85,8 +85,8 @@ void metrics_step(struct metrics *m, const struct job *j, enum job_state from,
 		m->finished[j->state]++;
 	if (!a || a->state == afrom)
 		return;
-	if ((afrom == AS_LAUNCHING || afrom == AS_N) && a->started && a->state != AS_LAUNCHING &&
-	    a->state != AS_ABORTED) {
+	if ((afrom == AS_LAUNCHING || afrom == AS_STAGED || afrom == AS_N) && a->started &&
+	    a->state != AS_LAUNCHING && a->state != AS_STAGED && a->state != AS_ABORTED) {
 		/* An attempt started (it may have ended too, in one step): how
 		 * long its job waited, and per card how long after the last
 		 * holder let go, when the job was waiting then. */

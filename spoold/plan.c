@@ -23,6 +23,10 @@ struct pass {
 	unsigned char *card;    /* node K's cards are card[base[K]...] */
 	size_t *base;
 	size_t *placed;         /* per node: jobs this pass placed there */
+	size_t *staged;         /* per card: 1 + the run staged to start on it, or 0 */
+	unsigned char *unstage; /* per run: a staged one sent back to the queue */
+	unsigned char *cand;    /* per job: 1 left waiting (the baton may stage it),
+				   2 placed or not to be staged, 0 not looked at */
 	size_t ncards;          /* all cards */
 	size_t cap;             /* the most cards one pass can place: each card as
 				   many times as its node lets jobs share it */
@@ -77,7 +81,8 @@ static int free_card(const struct pass *p, size_t k, size_t i)
 	const struct plan_node *n = &p->in->nodes[k];
 
 	return gpu_eligible(n->conf, n->gpus[i].index) && gpu_idle(&n->gpus[i], n->conf->idle_mib) &&
-	       !p->card[p->base[k] + i] && !kept_for(p, k, n->gpus[i].index);
+	       !p->card[p->base[k] + i] && !p->staged[p->base[k] + i] &&
+	       !kept_for(p, k, n->gpus[i].index);
 }
 
 /* Is card G big enough for J (plan.h)? */
@@ -120,7 +125,7 @@ static int share_ok(const struct pass *p, const struct plan_job *j, size_t k, si
 	const struct gpu_info *g = &n->gpus[i];
 	size_t c = p->base[k] + i, holders = g->nshares + p->nsh[c];
 
-	if (g->lease || (p->card[c] & (TAKEN | HELD)))
+	if (g->lease || (p->card[c] & (TAKEN | HELD)) || p->staged[c])
 		return 0;
 	if (!holders)
 		return gpu_idle(g, n->conf->idle_mib);
@@ -129,10 +134,19 @@ static int share_ok(const struct pass *p, const struct plan_job *j, size_t k, si
 	       g->mem_total - g->mem_used - p->shmem[c] >= j->mem;
 }
 
+/* Does run R come after job J in dispatch order (priority, then ID)? */
+static int later(const struct pass *p, size_t r, const struct plan_job *j)
+{
+	const struct plan_run *v = &p->in->runs[r];
+
+	return v->prio < j->prio || (v->prio == j->prio && v->id > j->id);
+}
+
 /* May J have card slot I of node K: eligible, big enough, neither
  * taken nor held in this pass, kept for nobody else, and idle -- or,
  * with FREED (a preemption's look), leased by one of its victims; for
- * a sharing job, share_ok? */
+ * a sharing job, share_ok?  A card a staged attempt waits for is
+ * nobody else's, but for a preemption's look by a job before it. */
 static int free_for(const struct pass *p, const struct plan_job *j, size_t k, size_t i,
 		    const unsigned char *freed)
 {
@@ -140,7 +154,11 @@ static int free_for(const struct pass *p, const struct plan_job *j, size_t k, si
 	const struct gpu_info *g = &n->gpus[i];
 	long long kept = kept_for(p, k, g->index);
 
+	size_t st = p->staged[p->base[k] + i];
+
 	if (!gpu_eligible(n->conf, g->index) || !big_enough(j, g) || (kept && kept != j->id))
+		return 0;
+	if (st && !(freed && freed[i] && later(p, st - 1, j)))
 		return 0;
 	if (j->share && share_ok(p, j, k, i))
 		return 1;
@@ -492,8 +510,11 @@ static void preempt(struct pass *p, size_t j)
 		long s = plan_slot(in->nodes[best_k].gpus, in->nodes[best_k].ngpus, p->scratch[c]);
 
 		o->pcards[o->npcards++] = p->scratch[c];
-		if (s >= 0)
-			hold_card(p, j, best_k, (size_t)s);
+		if (s < 0)
+			continue;
+		hold_card(p, j, best_k, (size_t)s);
+		if (p->staged[p->base[best_k] + (size_t)s])
+			p->unstage[p->staged[p->base[best_k] + (size_t)s] - 1] = 1;
 	}
 }
 
@@ -514,6 +535,133 @@ static int eligible(const struct pass *p, const struct plan_job *j, long long no
 	return 1;
 }
 
+/* ---- the baton ------------------------------------------------------------- */
+
+/* The run leasing card G alone, or in->nruns. */
+static size_t holder(const struct plan_in *in, const struct gpu_info *g)
+{
+	if (!g->lease || g->nshares)
+		return in->nruns;
+	for (size_t r = 0; r < in->nruns; r++)
+		if (!strcmp(in->runs[r].aid, g->lease))
+			return r;
+	return in->nruns;
+}
+
+/* May J be staged on card slot I of node K (plan.h)?  0 no, 1 yes, 2
+ * yes once the staged run after J that waits for it is un-staged. */
+static int stage_ok(const struct pass *p, const struct plan_job *j, size_t k, size_t i)
+{
+	const struct plan_node *n = &p->in->nodes[k];
+	const struct gpu_info *g = &n->gpus[i];
+	size_t c = p->base[k] + i, r = holder(p->in, g), st = p->staged[c];
+	long long kept = kept_for(p, k, g->index);
+	const struct plan_run *v = &p->in->runs[r];
+
+	if (!gpu_eligible(n->conf, g->index) || !big_enough(j, g) || (kept && kept != j->id) ||
+	    p->card[c] || r == p->in->nruns || v->staged || v->yielding || p->victim[r] ||
+	    !v->started || v->share)
+		return 0;
+	if (!st)
+		return 1;
+	return later(p, st - 1, j) && !p->unstage[st - 1] ? 2 : 0;
+}
+
+/* Job J, left waiting: staged on the first node that has its cards
+ * about to free (written to OUT at SCARDS' end), or the staged runs
+ * after it that wait for them un-staged.  How many cards it took out
+ * of play (0: none found). */
+static size_t stage(struct pass *p, size_t j)
+{
+	const struct plan_job *job = &p->in->jobs[j];
+	struct plan_out *o = p->out;
+	int *cards = o->scards + o->nscards;
+
+	for (size_t k = 0; k < p->in->nnodes; k++) {
+		const struct plan_node *n = &p->in->nodes[k];
+		size_t got = 0, at[GPU_INDEX_MAX + 1];   /* a node's slots: distinct indices */
+		int conflict = 0;
+
+		if (!n->stage || !may_use(job, n) || !open_node(n) || !usable(n) || !room(p, k))
+			continue;
+		for (size_t i = 0; i < n->ngpus && got < (size_t)job->need; i++) {
+			int pinned = !job->ngpus, ok;
+
+			for (size_t g = 0; g < job->ngpus; g++)
+				pinned |= job->gpus[g] == n->gpus[i].index;
+			if (!pinned || !(ok = stage_ok(p, job, k, i)))
+				continue;
+			conflict |= ok == 2;
+			at[got++] = i;
+		}
+		if (got != (size_t)job->need)
+			continue;
+		for (size_t c = 0; c < got; c++) {
+			size_t slot = p->base[k] + at[c];
+
+			if (p->staged[slot])
+				p->unstage[p->staged[slot] - 1] = 1;
+			p->card[slot] |= TAKEN;
+			cards[c] = n->gpus[at[c]].index;
+		}
+		if (!conflict) {
+			o->stage[o->nstage++] = (struct plan_place){ .job = j, .node = k, .cards = cards,
+								    .ncards = got };
+			o->nscards += got;
+			p->placed[k]++;
+			if (job->group)
+				p->running[job->group - 1]++;
+		}
+		return got;
+	}
+	return 0;
+}
+
+/* The baton's part of a pass, after the placements: staged runs that
+ * may now be placed, or whose node is drained, are un-staged; the jobs
+ * left waiting are staged in dispatch order while cards about to free
+ * are left. */
+static void batons(struct pass *p, long long now)
+{
+	const struct plan_in *in = p->in;
+	size_t left = 0;
+
+	for (size_t r = 0; r < in->nruns; r++) {
+		const struct plan_run *v = &in->runs[r];
+
+		if (!v->staged || p->unstage[r])
+			continue;
+		if (in->nodes[v->node].drained) {
+			p->unstage[r] = 1;
+			continue;
+		}
+		for (size_t k = 0; v->job && k < in->nnodes; k++)
+			if (may_use(v->job, &in->nodes[k]) && open_node(&in->nodes[k]) &&
+			    usable(&in->nodes[k]) && room(p, k) && fits(p, v->job, k, p->scratch, NULL)) {
+				p->unstage[r] = 1;      /* a better placement: free cards now */
+				break;
+			}
+	}
+	for (size_t k = 0; k < in->nnodes; k++)
+		for (size_t i = 0; in->nodes[k].stage && i < in->nodes[k].ngpus; i++)
+			left += holder(in, &in->nodes[k].gpus[i]) < in->nruns;
+	for (size_t j = 0; j < in->njobs && left; j++) {
+		const struct plan_job *job = &in->jobs[j];
+		size_t used;
+
+		if (p->cand[j] == 0)    /* past where the pass stopped */
+			p->cand[j] = eligible(p, job, now, p->out) && job->need && !job->never_noted ? 1 : 2;
+		if (p->cand[j] != 1 || job->share)
+			continue;
+		for (size_t r = 0; r < in->nresv; r++)
+			if (in->resv[r].job == job->id)
+				goto next;      /* cards are kept for it */
+		used = stage(p, j);
+		left -= used < left ? used : left;
+next:;
+	}
+}
+
 static void pass_free(struct pass *p)
 {
 	free(p->card);
@@ -525,6 +673,9 @@ static void pass_free(struct pass *p)
 	free(p->scratch);
 	free(p->nsh);
 	free(p->shmem);
+	free(p->staged);
+	free(p->unstage);
+	free(p->cand);
 }
 
 int plan(const struct plan_in *in, long long now, struct plan_out *out)
@@ -556,6 +707,12 @@ int plan(const struct plan_in *in, long long now, struct plan_out *out)
 	p.scratch = malloc((p.ncards + 1) * sizeof *p.scratch);
 	p.nsh = calloc(p.ncards + 1, sizeof *p.nsh);
 	p.shmem = calloc(p.ncards + 1, sizeof *p.shmem);
+	p.staged = calloc(p.ncards + 1, sizeof *p.staged);
+	p.unstage = calloc(in->nruns + 1, 1);
+	p.cand = calloc(in->njobs + 1, 1);
+	out->stage = malloc((in->njobs + 1) * sizeof *out->stage);
+	out->scards = malloc((p.ncards + 1) * sizeof *out->scards);
+	out->unstage = malloc((in->nruns + 1) * sizeof *out->unstage);
 	out->preempt = malloc((in->njobs + 1) * sizeof *out->preempt);
 	out->victims = malloc((in->nruns + 1) * sizeof *out->victims);
 	out->pcards = malloc((p.ncards + 1) * sizeof *out->pcards);
@@ -564,29 +721,44 @@ int plan(const struct plan_in *in, long long now, struct plan_out *out)
 	out->place = malloc((in->njobs + 1) * sizeof *out->place);
 	out->why = malloc((in->njobs + 1) * sizeof *out->why);
 	if (!p.card || !p.base || !p.placed || !p.running || !p.victim || !p.freed || !p.scratch || !p.nsh ||
-	    !p.shmem || !out->cards ||
+	    !p.shmem || !p.staged || !p.unstage || !p.cand || !out->stage || !out->scards ||
+	    !out->unstage || !out->cards ||
 	    !out->hold || !out->place || !out->why || !out->preempt || !out->victims || !out->pcards)
 		goto oom;
 	for (size_t g = 0; g < in->ngroups; g++)
 		p.running[g] = in->groups[g].running;
-	for (size_t k = 0, b = 0; k < in->nnodes; b += in->nodes[k++].ngpus) {
+	for (size_t k = 0, b = 0; k < in->nnodes; b += in->nodes[k++].ngpus)
 		p.base[k] = b;
+	/* The cards staged attempts wait for (before anything counts them). */
+	for (size_t r = 0; r < in->nruns; r++) {
+		const struct plan_node *n = &in->nodes[in->runs[r].node];
+
+		for (size_t c = 0; in->runs[r].staged && c < in->runs[r].ncards; c++) {
+			long s = plan_slot(n->gpus, n->ngpus, in->runs[r].cards[c]);
+
+			if (s >= 0)
+				p.staged[p.base[in->runs[r].node] + (size_t)s] = r + 1;
+		}
+	}
+	for (size_t k = 0; k < in->nnodes; k++)
 		if (open_node(&in->nodes[k]) && usable(&in->nodes[k]))
 			nfree += free_cards(&p, k, NULL);
-	}
 	for (size_t j = 0; j < in->njobs; j++) {
 		const struct plan_job *job = &in->jobs[j];
 		size_t k;
 		char *why;
 
-		if (!eligible(&p, job, now, out))
+		if (!eligible(&p, job, now, out)) {
+			p.cand[j] = 2;
 			continue;
+		}
 		/* No free card and no CPU job left: nothing more can be
 		 * placed, and the pass costs the work, not the queue. */
 		if (!nfree && !ncpu && !in->preempt && !nshare) {
 			out->waiting = 1;
 			break;
 		}
+		p.cand[j] = 2;
 		if (job->need == 0)
 			ncpu--;
 		if ((k = node_for(&p, job)) < in->nnodes) {
@@ -601,23 +773,31 @@ int plan(const struct plan_in *in, long long now, struct plan_out *out)
 		out->waiting = 1;
 		if (job->never_noted)
 			continue;       /* known never to fit (below) */
+		p.cand[j] = 1;
 		if (never_fits(in, job, &why) < 0)
 			goto oom;
 		/* A job no node can ever take holds nothing: it says why. */
 		if (why) {
 			out->why[out->nwhy++] = (struct plan_why){ .job = j, .text = why };
+			p.cand[j] = 2;
 			continue;
 		}
 		if (in->preempt) {
 			size_t before = out->npreempt;
 
 			preempt(&p, j);
-			if (out->npreempt > before)
+			if (out->npreempt > before) {
+				p.cand[j] = 2;
 				continue;
+			}
 		}
 		if (now - job->queued_at >= starve)
 			hold(&p, j);
 	}
+	batons(&p, now);
+	for (size_t r = 0; r < in->nruns; r++)
+		if (p.unstage[r])
+			out->unstage[out->nunstage++] = r;
 	pass_free(&p);
 	return 0;
 oom:
@@ -647,6 +827,9 @@ void plan_free(struct plan_out *out)
 	for (size_t i = 0; i < out->nwhy; i++)
 		free(out->why[i].text);
 	free(out->place);
+	free(out->stage);
+	free(out->scards);
+	free(out->unstage);
 	free(out->preempt);
 	free(out->victims);
 	free(out->pcards);

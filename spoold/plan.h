@@ -67,6 +67,24 @@
  *     order lowest priority, then latest started (least work lost).
  *     Its cards are then held for it in the pass (and kept by the
  *     daemon: `resv`).  Otherwise nobody is preempted.
+ *   - The baton (LAYOUT.md section 8, "Staged attempts"): a GPU job left
+ *     waiting by the rules above -- eligible, not sharing, not preempting,
+ *     no card kept for it, no reason that it never fits -- may be
+ *     staged on the first node in config order that it may use, that is
+ *     open, usable and takes staged attempts (`stage`), and has its cards
+ *     "about to free": each eligible and big enough, leased by one
+ *     running attempt (started, not staged, not yielding, not chosen as
+ *     a victim, not sharing) and waited for by no staged attempt earlier
+ *     in dispatch order.  Its pinned indices, or the `need`
+ *     lowest-numbered such cards.  The node starts it when those
+ *     attempts end.  A staged attempt's cards are taken for everyone
+ *     else (the snapshot may show them free once their holder ended).
+ *   - A staged attempt is un-staged (sent back to the queue at its place)
+ *     when its node is drained; when a job earlier in dispatch order,
+ *     waiting as above, would be staged on one of its cards (that job is
+ *     staged in a later pass, once the cards are given back); when a
+ *     preemption chooses the attempt it waits for; and when it could be
+ *     placed now on free cards (a better placement).
  *   - When no free card is left (counted at the start on the reachable
  *     usable nodes, less the cards placed; held cards still count) and
  *     no CPU job is left to consider, the pass stops: `waiting`.
@@ -90,6 +108,7 @@ struct plan_node {
 	int handoff;            /* an attempt there has just ended: its cards
 				   are marked free in GPUS (sched.c cards_freed) */
 	int drained;            /* nothing new is placed here (drain.h) */
+	int stage;              /* takes staged attempts (its stream said `stage 1`) */
 	/* A Slurm node (conf->slurm_partition): at most MAX_JOBS of our
 	 * jobs there at once (0: no limit), NJOBS there now. */
 	long long max_jobs, njobs;
@@ -130,6 +149,12 @@ struct plan_run {
 	int yielding;           /* asked to give its cards back already */
 	int share;              /* it shares its cards, taking MEM MiB of each */
 	long long mem;
+	/* Staged (not started): it waits for CARDS of its node to free, and
+	 * JOB is what it asks, as for a queued job (a better placement). */
+	int staged;
+	const int *cards;
+	size_t ncards;
+	const struct plan_job *job;
 };
 
 /* Card INDEX of NODE is kept for job JOB (a preemption freed it). */
@@ -188,6 +213,12 @@ struct plan_preempt {
 struct plan_out {
 	struct plan_place *place;       /* in dispatch order */
 	size_t nplace;
+	struct plan_place *stage;       /* staged: to start when CARDS' holders end */
+	size_t nstage;
+	int *scards;                    /* ... their CARDS point here */
+	size_t nscards;
+	size_t *unstage;                /* runs (staged ones) to send back to the queue */
+	size_t nunstage;
 	struct plan_preempt *preempt;
 	size_t npreempt;
 	size_t *victims;                /* the preemptions' VICTIMS point here */

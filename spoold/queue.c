@@ -232,6 +232,8 @@ int r_add(struct daemon *d, const struct job *j, const char *aid, size_t node, i
 		d->r = r;
 		d->capr = cap;
 	}
+	const struct attempt *a = job_last_attempt(j);
+
 	e = &d->r[d->nr];
 	if (!(e->aid = strdup(aid)))
 		return -1;
@@ -251,13 +253,44 @@ int r_add(struct daemon *d, const struct job *j, const char *aid, size_t node, i
 	memset(&e->call, 0, sizeof e->call);
 	memset(&e->pause, 0, sizeof e->pause);
 	e->cancel = NULL;
+	e->staged = e->unstaging = 0;
+	e->cards = NULL;
+	e->ncards = 0;
+	e->ask = NULL;
+	e->redo = NULL;
+	e->nredo = 0;
+	if (a && a->state == AS_STAGED) {
+		e->staged = 1;
+		if (!(e->ask = qent_from_job(j, "staged")) ||
+		    !(e->cards = malloc((a->ngpus + 1) * sizeof *e->cards))) {
+			r_unstaged(e);
+			free(e->aid);
+			return -1;
+		}
+		memcpy(e->cards, a->gpus, a->ngpus * sizeof *e->cards);
+		e->ncards = a->ngpus;
+	}
 	d->nr++;
 	return 0;
+}
+
+void r_unstaged(struct rent *e)
+{
+	qent_free(e->ask);
+	free(e->cards);
+	e->ask = NULL;
+	e->cards = NULL;
+	e->ncards = 0;
+	e->staged = 0;
 }
 
 /* E leaves the table (its calls are the caller's: jobs.c attempt_over). */
 void r_remove(struct daemon *d, struct rent *e)
 {
+	r_unstaged(e);
+	for (size_t i = 0; i < e->nredo; i++)
+		free(e->redo[i]);
+	free(e->redo);
 	free(e->cancel);
 	free(e->yield_why);
 	free(e->aid);

@@ -264,8 +264,18 @@ static size_t plan_resv(struct daemon *d, struct plan_resv *v)
 	return d->nresv = n;
 }
 
-/* The running jobs, for preemption, into V[0..d->nr). */
-static void plan_runs(const struct daemon *d, struct plan_run *v)
+/* The plan's look at what queued job E asks. */
+static struct plan_job plan_job_of(const struct qent *e)
+{
+	return (struct plan_job){ .id = e->id, .prio = e->prio, .need = e->need, .mem = e->mem,
+				  .share = e->share, .queued_at = e->queued_at, .gpus = e->gpus,
+				  .ngpus = e->ngpus, .node = e->node, .never_noted = e->never_noted,
+				  .held = e->held, .blocked = e->blocked, .begin = e->begin };
+}
+
+/* The running jobs (preemption, the baton) into V[0..d->nr); a staged
+ * one's ask into ASKS[i]. */
+static void plan_runs(const struct daemon *d, struct plan_run *v, struct plan_job *asks)
 {
 	for (size_t i = 0; i < d->nr; i++) {
 		const struct rent *e = &d->r[i];
@@ -273,7 +283,12 @@ static void plan_runs(const struct daemon *d, struct plan_run *v)
 		v[i] = (struct plan_run){ .id = e->id, .node = e->node, .aid = e->aid, .prio = e->prio,
 					  .started = e->launching ? 0 : e->started,
 					  .resumable = e->resumable, .yielding = e->yield_why != NULL,
-					  .share = e->share, .mem = e->mem };
+					  .share = e->share, .mem = e->mem, .staged = e->staged,
+					  .cards = e->cards, .ncards = e->ncards };
+		if (e->staged && e->ask) {
+			asks[i] = plan_job_of(e->ask);
+			v[i].job = &asks[i];
+		}
 	}
 }
 
@@ -338,21 +353,12 @@ static void cards_taken(struct daemon *d, long long id)
  * and the kept cards in RESV. */
 static struct plan_in plan_input(struct daemon *d, struct plan_job *jobs,
 				 struct plan_node *nodes, long long *ids, struct plan_group *groups,
-				 struct plan_run *runs, struct plan_resv *resv)
+				 struct plan_run *runs, struct plan_job *asks, struct plan_resv *resv)
 {
 	size_t ngroups, nresv = plan_resv(d, resv);
 
-	for (size_t i = 0; i < d->nq; i++) {
-		const struct qent *e = d->q[i];
-
-		jobs[i] = (struct plan_job){ .id = e->id, .prio = e->prio, .need = e->need, .mem = e->mem,
-					     .share = e->share,
-					     .queued_at = e->queued_at,
-					     .gpus = e->gpus, .ngpus = e->ngpus, .node = e->node,
-					     .never_noted = e->never_noted, .held = e->held,
-					     .blocked = e->blocked,
-					     .begin = e->begin };
-	}
+	for (size_t i = 0; i < d->nq; i++)
+		jobs[i] = plan_job_of(d->q[i]);
 	ngroups = plan_groups(d, jobs, ids, groups);
 	for (size_t k = 0; k < d->nnodes; k++) {
 		const struct node *n = &d->nodes[k];
@@ -360,11 +366,13 @@ static struct plan_in plan_input(struct daemon *d, struct plan_job *jobs,
 		nodes[k] = (struct plan_node){ .conf = n->conf, .gpus = n->gpus, .ngpus = n->ngpus,
 					       .reachable = n->reachable, .known = n->known,
 					       .fresh = is_fresh(n), .handoff = n->handoff,
-					       .drained = n->drained, .max_jobs = n->conf->max_jobs };
+					       .drained = n->drained, .max_jobs = n->conf->max_jobs,
+					       .stage = n->watch_ready && n->watch_stage &&
+							!n->conf->slurm_partition };
 	}
 	for (size_t i = 0; i < d->nr; i++)
 		nodes[d->r[i].node].njobs++;
-	plan_runs(d, runs);
+	plan_runs(d, runs, asks);
 	return (struct plan_in){ .jobs = jobs, .njobs = d->nq, .nodes = nodes, .nnodes = d->nnodes,
 				 .groups = groups, .ngroups = ngroups,
 				 .runs = runs, .nruns = d->nr, .resv = resv, .nresv = nresv,
@@ -426,12 +434,65 @@ static void launch_all(struct daemon *d, const struct plan_in *in, const struct 
 			d->dirty = 1;
 			continue;
 		}
-		if (launch(d, e, pl->node, pl->cards, pl->ncards) == 0) {
+		if (launch(d, e, pl->node, pl->cards, pl->ncards, NULL, 0, NULL) == 0) {
 			leases_taken(n, pl->cards, pl->ncards, r_find(d, in->jobs[pl->job].id));
 			cards_taken(d, in->jobs[pl->job].id);
 		}
 		launched[pl->node] = 1;
 	}
+}
+
+/*
+ * What the plan stages (the baton): each job recorded as staged on its
+ * node after the attempts that lease its cards now, and sent there
+ * (jobs.c launch: the record first); then the staged jobs it sends back,
+ * and those with a hold or promote waiting, asked back from their nodes.
+ */
+static void stage_all(struct daemon *d, const struct plan_in *in, const struct plan_out *out)
+{
+	for (size_t p = 0; p < out->nstage; p++) {
+		const struct plan_place *pl = &out->stage[p];
+		struct node *n = &d->nodes[pl->node];
+		struct qent *e = q_find(d, in->jobs[pl->job].id);
+		const char **after = calloc(pl->ncards + 1, sizeof *after);
+		struct sbuf why = { 0 };
+		size_t na = 0;
+
+		for (size_t c = 0; e && after && c < pl->ncards; c++) {
+			long s = plan_slot(n->gpus, n->ngpus, pl->cards[c]);
+			const char *aid = s >= 0 ? n->gpus[s].lease : NULL;
+			const struct rent *h = aid ? r_find_aid(d, aid) : NULL;
+			size_t i;
+
+			for (i = 0; aid && i < na && strcmp(after[i], aid); i++)
+				;
+			if (!aid || i < na)
+				continue;
+			after[na++] = aid;
+			sbuf_addf(&why, "%s%lld", na > 1 ? ", " : "", h ? h->id : 0LL);
+		}
+		if (e && after && na) {
+			char *text = why.s ? xasprintf("staged on %s: starts when job%s %s end%s",
+						       n->conf->name, na > 1 ? "s" : "", why.s,
+						       na > 1 ? "" : "s") : NULL;
+
+			if (text)
+				launch(d, e, pl->node, pl->cards, pl->ncards, after, na, text);
+			free(text);
+		}
+		sbuf_free(&why);
+		free(after);
+	}
+	for (size_t u = 0; u < out->nunstage; u++) {
+		struct rent *e = r_find(d, in->runs[out->unstage[u]].id);
+
+		if (e && e->staged)
+			unstage_ask(d, e, d->nodes[e->node].drained ? "its node is drained"
+				    : "its place is better taken");
+	}
+	for (size_t i = 0; i < d->nr; i++)
+		if (d->r[i].staged && d->r[i].nredo)
+			unstage_ask(d, &d->r[i], "a request waits for it");
 }
 
 void drain_read(struct daemon *d)
@@ -483,6 +544,7 @@ int schedule(struct daemon *d)
 	struct plan_node *nodes = NULL;
 	struct plan_group *groups = NULL;
 	struct plan_run *runs = NULL;
+	struct plan_job *asks = NULL;
 	struct plan_resv *resv = NULL;
 	long long *ids = NULL;
 	unsigned char *launched = NULL;
@@ -508,10 +570,11 @@ int schedule(struct daemon *d)
 	ids = malloc(d->nq * sizeof *ids);
 	groups = malloc(d->nq * sizeof *groups);
 	runs = malloc((d->nr + 1) * sizeof *runs);
+	asks = malloc((d->nr + 1) * sizeof *asks);
 	resv = malloc((d->nresv + 1) * sizeof *resv);
-	if (!jobs || !nodes || !launched || !ids || !groups || !runs || !resv)
+	if (!jobs || !nodes || !launched || !ids || !groups || !runs || !asks || !resv)
 		goto out;
-	in = plan_input(d, jobs, nodes, ids, groups, runs, resv);
+	in = plan_input(d, jobs, nodes, ids, groups, runs, asks, resv);
 	if (plan(&in, now, &out) < 0)
 		goto out;
 	/* Before any launch: d->q is still the plan's list of jobs. */
@@ -519,6 +582,7 @@ int schedule(struct daemon *d)
 		note_waiting(d, d->q[out.why[w].job], out.why[w].text);
 	launch_all(d, &in, &out, launched);
 	preempt_all(d, &in, &out);
+	stage_all(d, &in, &out);
 	/* What was launched changes what the nodes report: they are asked
 	 * again (by the next pass with jobs to place) before anything more
 	 * is placed there, so a node gone since is found by a query, and a
@@ -557,6 +621,7 @@ out:
 	free(ids);
 	free(groups);
 	free(runs);
+	free(asks);
 	free(resv);
 	return r;
 }

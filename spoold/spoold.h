@@ -94,6 +94,7 @@ struct node {
 	size_t watch_woff;
 	int watch_ready;                /* its `ready` came */
 	int watch_launch;               /* ... saying it takes launch requests */
+	int watch_stage;                /* ... and staged attempts (`stage 1`: the baton) */
 	int watch_failed;               /* an `error` came before `ready` */
 	long long watch_since;          /* mono ms of `ready` */
 	long long watch_started;        /* mono ms */
@@ -145,9 +146,22 @@ struct rent {
 	int asked;                      /* a launch request on the stream, unanswered */
 	long long asked_at;             /* mono ms */
 	struct acall call;              /* the launch, when no stream takes it */
-	struct acall pause;             /* cardbaton-worker pause AID */
+	struct acall pause;             /* cardbaton-worker pause AID (or, unstaging,
+					   unstage AID) */
 	char *cancel;                   /* its cancel request in ctl/, kept (and
 					   sent again) until the attempt ends */
+	/* Staged (the baton): the attempt waits on its node for CARDS'
+	 * holders to end; ASK is what the job asks, as the queue has it
+	 * (the plan's look for a better placement); UNSTAGING: the node was
+	 * asked to give it back (through PAUSE); REDO: requests (hold,
+	 * promote) applied once it is back in the queue. */
+	int staged;
+	int *cards;
+	size_t ncards;
+	struct qent *ask;
+	int unstaging;
+	char **redo;
+	size_t nredo;
 };
 
 struct daemon {
@@ -240,6 +254,8 @@ struct rent *r_find(struct daemon *d, long long id);
 struct rent *r_find_aid(struct daemon *d, const char *aid);
 int r_add(struct daemon *d, const struct job *j, const char *aid, size_t node, int launching);
 void r_remove(struct daemon *d, struct rent *e);
+/* E has started (or is over): what it kept as a staged attempt goes. */
+void r_unstaged(struct rent *e);
 
 /* accept.c: submissions into the queue */
 /* Accept the files NAMES[0..N) of new/ (of incoming/: the recovery),
@@ -259,10 +275,17 @@ void cancel_after_attempt(struct daemon *d, long long id, const char *req);
 /* E cannot be placed for a reason worth showing: its record's reason
  * becomes "waiting: WHY" (written only when it changes). */
 void note_waiting(struct daemon *d, struct qent *e, const char *why);
-int launch(struct daemon *d, struct qent *e, size_t node, const int *gpus, size_t ngpus);
+/* Launch E on NODE's cards GPUS, or, with NAFTER attempts AFTER (the
+ * baton), stage it there to start when they end (WHY: its reason). */
+int launch(struct daemon *d, struct qent *e, size_t node, const int *gpus, size_t ngpus,
+	   const char *const *after, size_t nafter, const char *why);
+/* Ask the node to give staged job E back (it returns to the queue at
+ * its place, or the answer says it has started): once at a time. */
+int unstage_ask(struct daemon *d, struct rent *e, const char *why);
 /* The node's answer to E's launch (a stream reply, or the worker's exit). */
 int launch_answered(struct daemon *d, struct rent *e, struct node_reply *rep);
 void pause_answered(struct daemon *d, struct rent *e, int status);
+void unstage_answered(struct daemon *d, struct rent *e, int status);
 /* Ask running job E to give its cards back (a drain, a preemption: a
  * yield): the worker's pause --grace, so that it checkpoints within its
  * checkpoint_grace_seconds and is re-queued on its node, or ends failed

@@ -51,7 +51,7 @@ void stream_start(struct daemon *d, struct node *n)
 	}
 	n->watch_pid = pid;
 	n->watch_buf.len = n->watch_wq.len = n->watch_woff = 0;
-	n->watch_ready = n->watch_launch = n->watch_failed = 0;
+	n->watch_ready = n->watch_launch = n->watch_stage = n->watch_failed = 0;
 	n->watch_started = mono_now();
 	n->watch_deadline = n->watch_started + STREAM_CONNECT_MS;
 }
@@ -84,7 +84,7 @@ static void stream_down(struct daemon *d, struct node *n, const char *why)
 	if (failed)
 		logmsg("node %s: %s; restarting the event stream in %lld s", n->conf->name, why,
 		       (n->watch_backoff + 999) / 1000);
-	n->watch_ready = n->watch_launch = 0;
+	n->watch_ready = n->watch_launch = n->watch_stage = 0;
 	for (size_t i = 0; i < d->nr; i++)
 		if (d->r[i].node == k)
 			d->r[i].asked = 0;
@@ -195,6 +195,8 @@ static void stream_process(struct daemon *d, size_t k)
 				n->watch_ready = n->worker_seen = 1;
 				n->watch_since = mono_now();
 				n->watch_launch = (rq = wire_get(&w, "requests")) && !strcmp(rq, "launch");
+				n->watch_stage = n->watch_launch && (rq = wire_get(&w, "stage")) &&
+						 !strcmp(rq, "1");
 				node_ok(d, k);
 			}
 			reconcile_node(d, k);

@@ -43,7 +43,16 @@ static int edit_place(struct job *j, const struct ev_arg *e, long long now)
 		memcpy(a->gpus, e->gpus, e->ngpus * sizeof *e->gpus);
 	a->ngpus = e->ngpus;
 	a->state = AS_LAUNCHING;
-	return set_reason(j, xasprintf("launching on %s", a->node));
+	if (!e->nafter)
+		return set_reason(j, xasprintf("launching on %s", a->node));
+	/* Staged: the node starts it when the attempts it waits for end. */
+	a->state = AS_STAGED;
+	if (!(a->staged_after = calloc(e->nafter, sizeof *a->staged_after)))
+		return -1;
+	for (; a->nstaged_after < e->nafter; a->nstaged_after++)
+		if (!(a->staged_after[a->nstaged_after] = strdup(e->after[a->nstaged_after])))
+			return -1;
+	return set_reason(j, e->why ? strdup(e->why) : xasprintf("staged on %s", a->node));
 }
 
 /* Back to its place in the queue (same priority, ID and queued_at). */
@@ -56,6 +65,14 @@ static int edit_busy(struct job *j, const struct ev_arg *e, long long now)
 	if (set_str(&a->reason, e->why) < 0)
 		return -1;
 	return set_reason(j, xasprintf("waiting: %s", e->why));
+}
+
+/* A staged attempt that never started: back to its place, as busy. */
+static int edit_unstaged(struct job *j, const struct ev_arg *e, long long now)
+{
+	const char *why = e->w ? wire_get(e->w, "reason") : NULL;
+
+	return edit_busy(j, &(struct ev_arg){ .why = why && *why ? why : "unstaged" }, now);
 }
 
 static int edit_refused(struct job *j, const struct ev_arg *e, long long now)
@@ -370,7 +387,8 @@ static int edit_release(struct job *j, const struct ev_arg *e, long long now)
 	ROW(EV_SUCCEEDED, JS_SUCCEEDED, edit_succeeded), \
 	ROW(EV_FAILED, JS_FAILED, edit_failed), \
 	ROW(EV_CANCELLED, JS_CANCELLED, edit_cancelled), \
-	ROW(EV_LOST, JS_LOST, edit_lost)
+	ROW(EV_LOST, JS_LOST, edit_lost), \
+	ROW(EV_UNSTAGED, JS_QUEUED, edit_unstaged)
 
 static const struct transition rows[JS_N][EV_N] = {
 	[JS_QUEUED] = {
@@ -409,7 +427,7 @@ static const char *const event_names[EV_N] = {
 	[EV_LOST] = "lost", [EV_CANCEL] = "cancel", [EV_PAUSE] = "pause",
 	[EV_RESUME] = "resume", [EV_PROMOTE] = "promote", [EV_HOLD] = "hold",
 	[EV_RELEASE] = "release", [EV_WAIT] = "wait", [EV_BLOCKED] = "blocked",
-	[EV_DEPENDENCY] = "dependency",
+	[EV_DEPENDENCY] = "dependency", [EV_UNSTAGED] = "unstaged",
 };
 
 const struct transition *transition(enum job_state s, enum job_event ev)
@@ -442,8 +460,10 @@ enum job_event node_event(enum wire_state s, int at_limit)
 	case WS_LOST:
 	case WS_UNKNOWN:
 		return EV_LOST;
+	case WS_UNSTAGED:
+		return EV_UNSTAGED;
 	default:
-		return EV_N;    /* starting, busy: nothing decided yet */
+		return EV_N;    /* starting, busy, staged: nothing decided yet */
 	}
 }
 

@@ -35,6 +35,8 @@ enum job_event {
 	EV_FAILED,              /* node: any other end */
 	EV_CANCELLED,           /* node: stopped by a cancel */
 	EV_LOST,                /* node: the worker vanished, or has no record */
+	EV_UNSTAGED,            /* node: a staged attempt that never started (asked
+				   back, or its cards busy when its turn came) */
 	EV_CANCEL,              /* request: cancel */
 	EV_PAUSE,               /* request: pause */
 	EV_RESUME,              /* request: resume */
@@ -56,6 +58,9 @@ struct ev_arg {
 	const int *gpus;        /* ... the cards */
 	size_t ngpus;
 	const char *spool_id;   /* ... for the new attempt's ID */
+	const char *const *after;       /* ... staged: it starts on the node when these
+					   attempts end (the baton); NULL: a launch */
+	size_t nafter;
 	const char *aid;        /* the attempt an event of the node is about */
 	long long prio;         /* EV_PROMOTE */
 	const struct wire_rec *w;       /* node events: the attempt's state record */

@@ -951,6 +951,205 @@ static void test_slurm(void)
 	conf[0].slurm_partition = NULL;
 }
 
+/* This pass's stagings, as placed() shows placements. */
+static const char *staged(void)
+{
+	static char b[512];
+
+	b[0] = 0;
+	for (size_t p = 0; p < out.nstage; p++)
+		piece(b, sizeof b, out.stage[p].job, out.stage[p].node, out.stage[p].cards,
+		      out.stage[p].ncards);
+	return b;
+}
+
+/* The staged runs this pass sends back: their IDs. */
+static const char *unstaged(void)
+{
+	static char b[256];
+	size_t len = 0;
+
+	b[0] = 0;
+	for (size_t u = 0; u < out.nunstage && len < sizeof b; u++)
+		len += (size_t)snprintf(b + len, sizeof b - len, "%s%lld", u ? " " : "",
+					runs[out.unstage[u]].id);
+	return b;
+}
+
+/* Run ID is staged on node K to start on the N cards that follow, and
+ * asks for them (NEED cards, anywhere) as ASK says. */
+static struct plan_job asks[MAXJ];
+static int scards[MAXJ][MAXC];
+
+static struct plan_run *staging(long long id, size_t k, long long prio, size_t n, ...)
+{
+	struct plan_run *r = &runs[in.nruns];
+	struct plan_job *a = &asks[in.nruns];
+	va_list ap;
+
+	snprintf(aids[in.nruns], sizeof aids[0], "0123abcd-%lld-0", id);
+	va_start(ap, n);
+	for (size_t i = 0; i < n; i++)
+		scards[in.nruns][i] = va_arg(ap, int);
+	va_end(ap);
+	*a = (struct plan_job){ .id = id, .prio = prio, .need = (long long)n, .queued_at = LONG_AGO };
+	*r = (struct plan_run){ .id = id, .node = k, .aid = aids[in.nruns], .prio = prio,
+				.resumable = 1, .staged = 1, .cards = scards[in.nruns], .ncards = n,
+				.job = a };
+	in.runs = runs;
+	in.nruns++;
+	return r;
+}
+
+/* The baton: waiting jobs are staged on cards about to free (leased by
+ * one running attempt), in dispatch order, on nodes that take it; a
+ * staged attempt's cards are nobody else's; it is sent back for a job
+ * before it, a better placement, a drain, a preemption. */
+static void test_baton(void)
+{
+	/* Two cards, both leased: the waiting job waits on the first. */
+	setup(1, 2, "");
+	node[0].stage = 1;
+	running(50, 0, 0, LONG_AGO, 1, 0);
+	running(51, 0, 0, LONG_AGO, 1, 1);
+	add(1);
+	PLAN(NOW, "", "");
+	CHECK_STR(staged(), "1@a:0");
+	CHECK(out.waiting);
+	/* A node that does not take it: nothing staged. */
+	node[0].stage = 0;
+	PLAN(NOW, "", "");
+	CHECK_STR(staged(), "");
+	node[0].stage = 1;
+	/* Two waiting jobs: one card each, in order; a third gets none. */
+	add(1);
+	add(1);
+	PLAN(NOW, "", "");
+	CHECK_STR(staged(), "1@a:0 2@a:1");
+	/* A 2-card job: both cards, after both holders. */
+	setup(1, 2, "");
+	node[0].stage = 1;
+	running(50, 0, 0, LONG_AGO, 1, 0);
+	running(51, 0, 0, LONG_AGO, 1, 1);
+	add(2);
+	PLAN(NOW, "", "");
+	CHECK_STR(staged(), "1@a:0,1");
+	/* Pinned: that card only. */
+	setup(1, 2, "");
+	node[0].stage = 1;
+	running(50, 0, 0, LONG_AGO, 1, 0);
+	running(51, 0, 0, LONG_AGO, 1, 1);
+	pin(1, 1);
+	PLAN(NOW, "", "");
+	CHECK_STR(staged(), "1@a:1");
+	/* Not after a yielding holder, one still launching, a sharing
+	 * one, nor on a card busy from outside the queue. */
+	setup(1, 4, "a3");
+	node[0].stage = 1;
+	running(50, 0, 0, LONG_AGO, 1, 0)->yielding = 1;
+	running(51, 0, 0, 0, 1, 1);
+	running(52, 0, 0, LONG_AGO, 1, 2)->share = 1;
+	add(1);
+	PLAN(NOW, "", "");
+	CHECK_STR(staged(), "");
+	/* Held, blocked, later than its begin, sharing: not staged. */
+	setup(1, 1, "");
+	node[0].stage = 1;
+	running(50, 0, 0, LONG_AGO, 1, 0);
+	add(1)->held = 1;
+	add(1)->blocked = 1;
+	add(1)->begin = NOW + 1000;
+	add(1)->share = 1;
+	PLAN(NOW, "", "");
+	CHECK_STR(staged(), "");
+	/* A drained or unreachable node: nothing staged there. */
+	setup(1, 1, "");
+	node[0].stage = 1;
+	running(50, 0, 0, LONG_AGO, 1, 0);
+	add(1);
+	node[0].drained = 1;
+	PLAN(NOW, "", "");
+	CHECK_STR(staged(), "");
+	node[0].drained = 0;
+	node[0].reachable = 0;
+	PLAN(NOW, "", "");
+	CHECK_STR(staged(), "");
+
+	/* A staged attempt's card is taken: no second staging on it, and
+	 * once its holder ended (the handoff: free in the snapshot), no
+	 * placement on it either. */
+	setup(1, 1, "");
+	node[0].stage = 1;
+	running(50, 0, 0, LONG_AGO, 1, 0);
+	staging(60, 0, 5, 1, 0);
+	add(1);
+	PLAN(NOW, "", "");
+	CHECK_STR(staged(), "");
+	CHECK_STR(unstaged(), "");
+	gpu[0][0] = (struct gpu_info){ .index = 0, .mem_total = 81920 };
+	node[0].handoff = 1;
+	PLAN(NOW, "", "");
+	CHECK_STR(staged(), "");
+	CHECK_STR(unstaged(), "");
+
+	/* A job before it in dispatch order (a promote) takes its card: it
+	 * is sent back, and the job staged in a later pass. */
+	setup(1, 1, "");
+	node[0].stage = 1;
+	running(50, 0, 0, LONG_AGO, 1, 0);
+	staging(60, 0, 0, 1, 0);
+	add(1)->prio = 10;
+	PLAN(NOW, "", "");
+	CHECK_STR(staged(), "");
+	CHECK_STR(unstaged(), "60");
+	/* Same priority: the lower ID is first. */
+	job[0].prio = 0;
+	PLAN(NOW, "", "");
+	CHECK_STR(unstaged(), "60");
+	/* After it: left alone. */
+	job[0].id = 61;
+	PLAN(NOW, "", "");
+	CHECK_STR(unstaged(), "");
+	CHECK_STR(staged(), "");
+
+	/* A better placement: a card is free now. */
+	setup(1, 2, "");
+	node[0].stage = 1;
+	running(50, 0, 0, LONG_AGO, 1, 0);
+	staging(60, 0, 0, 1, 0);
+	PLAN(NOW, "", "");
+	CHECK_STR(unstaged(), "60");
+	/* ... unless a queued job takes that card first. */
+	add(1);
+	PLAN(NOW, "1@a:1", "");
+	CHECK_STR(unstaged(), "");
+	/* Its node drained: sent back. */
+	setup(1, 1, "");
+	node[0].stage = 1;
+	running(50, 0, 0, LONG_AGO, 1, 0);
+	staging(60, 0, 0, 1, 0);
+	node[0].drained = 1;
+	PLAN(NOW, "", "");
+	CHECK_STR(unstaged(), "60");
+
+	/* A preemption of the attempt it waits for, by a job before it:
+	 * sent back, and the preemptor holds the card. */
+	preempting(1, 1);
+	node[0].stage = 1;
+	running(50, 0, 0, LONG_AGO, 1, 0);
+	staging(60, 0, 0, 1, 0);
+	add(1)->prio = 10;
+	PLAN(NOW, "", "1@a:0");
+	CHECK_STR(preempted(), "1@a<50:0");
+	CHECK_STR(unstaged(), "60");
+	/* ... but a staged job before the preemptor keeps it. */
+	runs[1].prio = 20;
+	asks[1].prio = 20;
+	PLAN(NOW, "", "");
+	CHECK_STR(preempted(), "");
+	CHECK_STR(unstaged(), "");
+}
+
 int main(void)
 {
 	test_order();
@@ -973,6 +1172,7 @@ int main(void)
 	test_preempt();
 	test_share();
 	test_slurm();
+	test_baton();
 	plan_free(&out);
 	return T_DONE();
 }

@@ -74,6 +74,11 @@ static struct ev_arg arg_for(enum job_event ev, struct wire_rec *w)
 			if (ev == EV_FAILED)
 				wire_add(w, "reason", "exit status 3");
 			a.w = w;
+		} else if (ev == EV_UNSTAGED) {
+			wire_add(w, "attempt", "0badc0de-7-0");
+			wire_add(w, "state", "unstaged");
+			wire_add(w, "reason", "unstaged by the controller");
+			a.w = w;
 		}
 		break;
 	}
@@ -86,6 +91,7 @@ static const char *reason_for(enum job_state from, enum job_event ev)
 	switch (ev) {
 	case EV_PLACE: return "launching on n2";
 	case EV_BUSY: return "waiting: GPU 1: busy";
+	case EV_UNSTAGED: return "waiting: unstaged by the controller";
 	case EV_REFUSED: return "launch refused: GPU 1: busy";
 	case EV_WAIT: return "waiting: GPU 1: busy";
 	case EV_STARTED: return "running on n1";
@@ -142,7 +148,7 @@ static void walk(void)
 				CHECK_STR(at->id, "0badc0de-7-0");
 				CHECK(at->ngpus == 2 && at->gpus[0] == 1 && at->gpus[1] == 3);
 			}
-			if (ev == EV_BUSY)
+			if (ev == EV_BUSY || ev == EV_UNSTAGED)
 				CHECK(job_last_attempt(&j)->state == AS_ABORTED && j.queued_at == NOW - 1000);
 			if (ev == EV_PAUSED || ev == EV_PAUSED_AT_LIMIT) {
 				CHECK_STR(j.checkpoint, "/ck/7b");
@@ -158,6 +164,37 @@ static void walk(void)
 			job_free(&j);
 		}
 	}
+}
+
+/* A placement with `after` is staged: the attempt says whose end
+ * starts it, and the record keeps that through JSON. */
+static void staged(void)
+{
+	static const int cards[] = { 2 };
+	static const char *const after[] = { "0badc0de-5-0", "0badc0de-6-1" };
+	struct ev_arg a = { .node = "n2", .node_index = 1, .gpus = cards, .ngpus = 1,
+			    .spool_id = "0badc0de", .after = after, .nafter = 2,
+			    .why = "staged on n2: starts when jobs 5, 6 end" };
+	struct cb_err err = { 0 };
+	struct job j, back;
+	char *text;
+
+	job_in(&j, JS_QUEUED);
+	CHECK(transition_apply(transition(JS_QUEUED, EV_PLACE), &j, &a, NOW) == 1);
+	CHECK(j.state == JS_RUNNING && job_last_attempt(&j)->state == AS_STAGED);
+	CHECK_STR(j.reason, "staged on n2: starts when jobs 5, 6 end");
+	CHECK(job_last_attempt(&j)->nstaged_after == 2);
+	text = job_to_json(&j);
+	CHECK(text && job_from_json(text, strlen(text), &back, &err) == 0);
+	if (text && !err.msg) {
+		const struct attempt *b = job_last_attempt(&back);
+
+		CHECK(b->state == AS_STAGED && b->nstaged_after == 2);
+		CHECK_STR(b->staged_after[1], "0badc0de-6-1");
+		job_free(&back);
+	}
+	free(text);
+	job_free(&j);
 }
 
 /* Nothing new from the node: no write. */
@@ -324,8 +361,9 @@ static void agents(void)
 int main(void)
 {
 	walk();
-	CHECK(rows_walked == 32);
+	CHECK(rows_walked == 34);
 	unchanged();
+	staged();
 	agents();
 	return T_DONE();
 }
