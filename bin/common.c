@@ -497,7 +497,7 @@ int tool_queued_op(int argc, char **argv, const char *usage, enum ctl_op op)
 		struct job j;
 
 		tool_find_job(&c, &sp, ids[i], &j);
-		if (j.state != JS_QUEUED)
+		if (job_view_state(&j) != JS_QUEUED)
 			die(EX_REFUSED, "job %lld is %s, not queued", ids[i], job_state_name(j.state));
 		job_free(&j);
 		spool_close(&sp);

@@ -27,8 +27,8 @@ int main(int argc, char **argv)
 	tool_find_job(&c, &sp, id, &j);
 	if (!j.def.resume_command)
 		die(EX_REFUSED, "job %lld is not resumable (it has no resume_command)", id);
-	if (j.state != JS_RUNNING && j.state != JS_PAUSING)
-		die(EX_REFUSED, "job %lld is %s, not running", id, job_state_name(j.state));
+	if (job_view_state(&j) != JS_RUNNING && j.state != JS_PAUSING)
+		die(EX_REFUSED, "job %lld is %s, not running", id, job_state_name(job_view_state(&j)));
 	if (spool_ctl(&sp, id, CTL_PAUSE, CTL_NO_ARG, &err) < 0)
 		die_err(&err);
 	ask_worker(&c, &j, "pause");

@@ -47,7 +47,7 @@ int main(int argc, char **argv)
 		usage_error(usage, argc == optind ? "no JOB_ID given" : "more than one JOB_ID");
 	id = arg_jobid(argv[optind]);
 	tool_find_job(&c, &sp, id, &j);
-	if (j.state != JS_QUEUED)
+	if (job_view_state(&j) != JS_QUEUED)
 		die(EX_REFUSED, "job %lld is %s, not queued", id, job_state_name(j.state));
 	if (spool_ctl(&sp, id, CTL_PROMOTE, prio, &err) < 0)
 		die_err(&err);

@@ -213,7 +213,7 @@ static void add_view(struct status_view *v, int stable)
 	char age[32];
 
 	r->cell[C_ID] = lld(v->id);
-	r->cell[C_STATE] = job_state_name(v->state);
+	r->cell[C_STATE] = v->staged ? "staged" : job_state_name(v->state);
 	r->cell[C_PRIO] = lld(v->priority);
 	r->cell[C_NODE] = keep(v->node, stable);
 	r->cell[C_GPUS] = keep(v->gpus, stable);

@@ -66,6 +66,7 @@ struct jrow {
 	struct status_key key;
 	long long id, prio, since;
 	enum job_state state;
+	int staged;             /* its attempt waits on its node (the baton) */
 	const char *node, *gpus, *name, *cmd, *json;    /* the view's (printable) */
 	char *own[4];           /* node, gpus, name, cmd when copied */
 	char *json_own;         /* the --json element when it is ours (cJSON_free) */
@@ -153,6 +154,7 @@ static void read_job(void *arg, struct status_view *v, int stable)
 	r->prio = v->priority;
 	r->since = v->since;
 	r->state = v->state;
+	r->staged = v->staged;
 	r->limit_s = -1;
 	if (stable) {
 		r->node = v->node;
@@ -428,7 +430,8 @@ static void sec_running(struct lines *l, const struct top_state *st, size_t max,
 		else
 			snprintf(lim, sizeof lim, "-");
 		el = r->since ? age_text(st->now - r->since) : xstrdup("-");
-		table_row(&t, (const char *const[]){ id, job_state_name(r->state), r->node, r->gpus,
+		table_row(&t, (const char *const[]){ id, r->staged ? "staged" : job_state_name(r->state),
+						     r->node, r->gpus,
 						     el, lim, r->name, r->cmd });
 		free(el);
 		n++;

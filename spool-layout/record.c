@@ -250,15 +250,33 @@ static int add_tail(cJSON *o, const struct job *j, int with_ms)
 	return 0;
 }
 
+int job_staged(const struct job *j)
+{
+	const struct attempt *a = job_last_attempt(j);
+
+	return j->state == JS_RUNNING && a && a->state == AS_STAGED;
+}
+
+enum job_state job_view_state(const struct job *j)
+{
+	return job_staged(j) ? JS_QUEUED : j->state;
+}
+
 cJSON *job_status_json(const struct job *j)
 {
 	cJSON *o = cJSON_CreateObject();
 	size_t n = 0;
 
 	for (size_t i = 0; i < j->natt; i++)
-		if (j->att[i].state != AS_ABORTED)
+		if (j->att[i].state != AS_ABORTED && j->att[i].state != AS_STAGED)
 			n++;
-	if (!o || add_common(o, j) || add_num(o, "attempts", (long long)n) || add_tail(o, j, 0)) {
+	int staged = job_staged(j);
+
+	/* staged: its attempt waits on its node for its cards to free; it
+	 * has not started, so it is shown queued (status_view_of). */
+	if (!o || add_common(o, j) || add_num(o, "attempts", (long long)n) || add_tail(o, j, 0) ||
+	    !cJSON_AddBoolToObject(o, "staged", staged) ||
+	    (staged && !cJSON_ReplaceItemInObject(o, "state", cJSON_CreateString("queued")))) {
 		cJSON_Delete(o);
 		return NULL;
 	}

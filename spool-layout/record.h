@@ -72,6 +72,13 @@ struct job {
 	long long array_id, array_index, max_running;
 };
 
+/* The state a job is shown in (status, the tools' checks): its
+ * record's, but queued for a job whose attempt is staged on its node
+ * and has not started (the baton: the record is in running/ so that the
+ * attempt is recorded before the node has it, LAYOUT.md section 8). */
+enum job_state job_view_state(const struct job *j);
+int job_staged(const struct job *j);
+
 /* The record as JSON text (pretty, LF-terminated) / back.  The JSON
  * has every field of `status --json` except that "attempts" is the
  * full list; see LAYOUT.md "Job records". */

@@ -213,10 +213,14 @@ int status_view_of(const struct job *j, int with_json, struct status_view *v)
 	v->id = j->id;
 	v->rev = j->rev;
 	v->priority = j->priority;
-	v->state = j->state;
+	/* A staged job has not started: it is queued, its seat kept on
+	 * its node (its record is in running/, so that its attempt is
+	 * recorded before the node has it: LAYOUT.md section 8). */
+	v->staged = job_staged(j);
+	v->state = job_view_state(j);
 	v->since = age_since(j);
 	for (size_t i = 0; i < j->natt; i++)
-		v->natt += j->att[i].state != AS_ABORTED;
+		v->natt += j->att[i].state != AS_ABORTED && j->att[i].state != AS_STAGED;
 	/* Node and cards as status --json reports them: the last attempt's
 	 * placement, else what the job pins. */
 	if (a && a->state != AS_ABORTED) {

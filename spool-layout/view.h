@@ -28,6 +28,8 @@ char *printable(const char *s);
 struct status_view {
 	long long id, rev, priority;
 	enum job_state state;
+	int staged;             /* its attempt staged on its node (the baton): the record
+				   is running, the job shown queued (STATE "queued") */
 	long long since;        /* epoch ms the AGE column counts from; 0 none */
 	long long natt;         /* attempts (aborted ones not counted) */
 	const char *node;       /* NODE: the last attempt's node, else the pinned one, or "-" */

@@ -205,6 +205,8 @@ static void follow(struct daemon *d, struct job *j, enum job_state from, enum jo
 		re->started = j->started;
 		if (re->staged)
 			r_unstaged(re);         /* it started, or is over */
+		/* A job that runs now is one a waiting job may be staged after. */
+		d->dirty |= ev == EV_STARTED && d->nq;
 	}
 	if (ev == EV_PROMOTE && qe)
 		logmsg("job %lld: priority %lld -> %lld", j->id, qe->prio, j->priority);
@@ -830,7 +832,8 @@ int yield_ask(struct daemon *d, struct rent *e, const char *why, const char *wor
 	return 1;
 }
 
-/* promote's priority: ARG, or above everything else queued. */
+/* promote's priority: ARG, or above everything else queued (staged
+ * jobs too: they are queued, their seat kept on a node). */
 static long long promoted(const struct daemon *d, const struct qent *e, long long arg)
 {
 	long long top = PRIO_MIN - 1;
@@ -840,6 +843,9 @@ static long long promoted(const struct daemon *d, const struct qent *e, long lon
 	for (size_t i = 0; i < d->nq; i++)
 		if (d->q[i] != e && d->q[i]->prio > top)
 			top = d->q[i]->prio;
+	for (size_t i = 0; i < d->nr; i++)
+		if (d->r[i].staged && d->r[i].id != e->id && d->r[i].prio > top)
+			top = d->r[i].prio;
 	return top >= e->prio ? (top + 1 > PRIO_MAX ? PRIO_MAX : top + 1) : e->prio;
 }
 

@@ -577,12 +577,21 @@ static size_t stage(struct pass *p, size_t j)
 	struct plan_out *o = p->out;
 	int *cards = o->scards + o->nscards;
 
+	/* Cards free for it that a node's snapshot shows, not trusted yet
+	 * (a query is on its way): it is placed there, not staged. */
+	for (size_t k = 0; k < p->in->nnodes; k++)
+		if (may_use(job, &p->in->nodes[k]) && open_node(&p->in->nodes[k]) &&
+		    p->in->nodes[k].known && fits(p, job, k, p->scratch, NULL))
+			return 0;
 	for (size_t k = 0; k < p->in->nnodes; k++) {
 		const struct plan_node *n = &p->in->nodes[k];
 		size_t got = 0, at[GPU_INDEX_MAX + 1];   /* a node's slots: distinct indices */
 		int conflict = 0;
 
-		if (!n->stage || !may_use(job, n) || !open_node(n) || !usable(n) || !room(p, k))
+		/* Known is enough: the snapshot says who leases each card (a
+		 * launch marks its own), and the worker checks the cards when
+		 * it starts the job; a guess gone wrong is un-staged. */
+		if (!n->stage || !may_use(job, n) || !open_node(n) || !n->known || !room(p, k))
 			continue;
 		for (size_t i = 0; i < n->ngpus && got < (size_t)job->need; i++) {
 			int pinned = !job->ngpus, ok;

@@ -69,9 +69,11 @@
  *     daemon: `resv`).  Otherwise nobody is preempted.
  *   - The baton (LAYOUT.md section 8, "Staged attempts"): a GPU job left
  *     waiting by the rules above -- eligible, not sharing, not preempting,
- *     no card kept for it, no reason that it never fits -- may be
+ *     no card kept for it, no reason that it never fits, no free card
+ *     for it in any known snapshot (fresh or not) -- may be
  *     staged on the first node in config order that it may use, that is
- *     open, usable and takes staged attempts (`stage`), and has its cards
+ *     open, known (fresh or not: the worker checks the cards when it
+ *     starts the job) and takes staged attempts (`stage`), and has its cards
  *     "about to free": each eligible and big enough, leased by one
  *     running attempt (started, not staged, not yielding, not chosen as
  *     a victim, not sharing) and waited for by no staged attempt earlier

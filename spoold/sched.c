@@ -551,7 +551,7 @@ int schedule(struct daemon *d)
 	struct plan_in in;
 	struct plan_out out;
 	long long now = now_ms();
-	int r = -1;
+	int r = -1, staged = 0;
 
 	d->dirty = 0;
 	d->next_begin = 0;
@@ -559,16 +559,19 @@ int schedule(struct daemon *d)
 	/* Before the queue is read: it may cancel jobs (and make another
 	 * pass due for their dependants). */
 	deps_pass(d);
-	if (!d->nq) {
+	for (size_t i = 0; i < d->nr && !staged; i++)
+		staged = d->r[i].staged;
+	/* Staged jobs are queued too: a pass may send them back. */
+	if (!d->nq && !staged) {
 		for (size_t k = 0; k < d->nnodes; k++)
 			d->nodes[k].handoff = 0;        /* nobody to hand to */
 		return 0;
 	}
-	jobs = malloc(d->nq * sizeof *jobs);
+	jobs = malloc((d->nq + 1) * sizeof *jobs);
 	nodes = malloc(d->nnodes * sizeof *nodes);
 	launched = calloc(d->nnodes, 1);
-	ids = malloc(d->nq * sizeof *ids);
-	groups = malloc(d->nq * sizeof *groups);
+	ids = malloc((d->nq + 1) * sizeof *ids);
+	groups = malloc((d->nq + 1) * sizeof *groups);
 	runs = malloc((d->nr + 1) * sizeof *runs);
 	asks = malloc((d->nr + 1) * sizeof *asks);
 	resv = malloc((d->nresv + 1) * sizeof *resv);

@@ -1034,6 +1034,19 @@ static void test_baton(void)
 	add(2);
 	PLAN(NOW, "", "");
 	CHECK_STR(staged(), "1@a:0,1");
+	/* A card free in a snapshot not trusted yet (after a launch): not
+	 * placed, and not staged either: it goes there once read. */
+	setup(1, 2, "");
+	node[0].stage = 1;
+	running(50, 0, 0, LONG_AGO, 1, 0);
+	node[0].fresh = 0;
+	add(1);
+	PLAN(NOW, "", "");
+	CHECK_STR(staged(), "");
+	/* Known is enough for the baton: all cards leased. */
+	running(51, 0, 0, LONG_AGO, 1, 1);
+	PLAN(NOW, "", "");
+	CHECK_STR(staged(), "1@a:0");
 	/* Pinned: that card only. */
 	setup(1, 2, "");
 	node[0].stage = 1;
