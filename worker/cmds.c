@@ -1,6 +1,7 @@
 /*
  * cmds.c - the worker's read-mostly commands: gpus, status, watch,
- * cancel, pause, log (LAYOUT.md section 10).
+ * cancel, pause, log (LAYOUT.md section 10); a staged attempt's are in
+ * baton.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -291,6 +292,40 @@ static int watch_input(struct wk_state *st, int ifd, char **in, size_t *len)
 	return 0;
 }
 
+/*
+ * Staged attempts whose afters ended without their supervisor's baton
+ * (it was killed, the machine rebooted): `baton` for them, in a
+ * grandchild of its own session with nothing of the stream, so that
+ * the stream is not held up and no zombie is left.
+ */
+static void watch_orphans(struct wk_state *st)
+{
+	pid_t pid;
+	int status;
+
+	if (staged_any(st) <= 0)
+		return;
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0) {
+		wk_errsys(0, "fork");
+		return;
+	}
+	if (pid == 0) {
+		pid = fork();
+		if (pid == 0) {
+			if (setsid() < 0) {
+				/* A process group leader already: it runs all
+				 * the same. */
+			}
+			baton_exec(st->path);
+		}
+		_exit(0);
+	}
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+}
+
 int cmd_watch(struct wk_state *st, int argc, char **argv)
 {
 	int ifd, rc = 0;
@@ -313,12 +348,16 @@ int cmd_watch(struct wk_state *st, int argc, char **argv)
 		return rc;
 	}
 	free(att);
-	if (wire_add(&r, "ready", "1") < 0 || wire_add(&r, "requests", "launch") < 0 || wk_print(&r) < 0) {
+	/* `stage 1`: launch requests may carry `after` (the baton). */
+	if (wire_add(&r, "ready", "1") < 0 || wire_add(&r, "requests", "launch") < 0 ||
+	    (!st->slurm && wire_add(&r, "stage", "1") < 0) || wk_print(&r) < 0) {
 		wire_free(&r);
 		close(ifd);
 		return wk_errsys(EX_OSERR_, "stdout");
 	}
 	wire_free(&r);
+	if (!st->slurm)
+		watch_orphans(st);
 	for (;;) {
 		struct pollfd p[2] = { { 0, POLLIN, 0 }, { ifd, POLLIN, 0 } };
 		int pr = poll(p, 2, -1);
@@ -376,6 +415,47 @@ int cmd_watch(struct wk_state *st, int argc, char **argv)
 
 /* ---- cancel -------------------------------------------------------------- */
 
+/*
+ * cancel and pause of an attempt R says is only staged (the baton,
+ * LAYOUT.md section 8): ended as WS with REASON before it starts
+ * (baton.c staged_end, unstage's way), and that record answered.  1:
+ * answered, *RC the exit status (75 when a baton is starting it just
+ * now: its record as it is, and a line); 0: not staged (any more), *R
+ * read again (*GOT): go on as for any attempt.
+ */
+static int end_staged(struct wk_state *st, const char *id, enum wire_state ws, const char *reason,
+		      struct wire_rec *r, int *got, int *rc)
+{
+	int ex, alive, e;
+
+	wire_free(r);
+	e = staged_end(st, id, ws, reason, r, &ex);
+	if (e < 0) {
+		*rc = ex;
+		return 1;
+	}
+	if (e == 1) {
+		*rc = wk_print(r) < 0 ? wk_errsys(EX_OSERR_, "stdout") : 0;
+		return 1;
+	}
+	wire_free(r);
+	*got = wk_attempt_status(st, id, r, &alive);
+	if (*got < 0) {
+		*rc = wk_errsys(EX_OSERR_, "attempt %s", id);
+		return 1;
+	}
+	if (e == 2) {
+		if (*got == 0 && unknown_rec(r, id) < 0)
+			*rc = wk_errsys(EX_OSERR_, "out of memory");
+		else if (wk_print(r) < 0)
+			*rc = wk_errsys(EX_OSERR_, "stdout");
+		else
+			*rc = wk_err(EX_TEMPFAIL_, "attempt %s is being started: ask again", id);
+		return 1;
+	}
+	return 0;
+}
+
 int cmd_cancel(struct wk_state *st, int argc, char **argv)
 {
 	const char *id;
@@ -389,8 +469,15 @@ int cmd_cancel(struct wk_state *st, int argc, char **argv)
 	got = wk_attempt_status(st, id, &r, &alive);
 	if (got < 0)
 		return wk_errsys(EX_OSERR_, "attempt %s", id);
-	if (got == 0)
+	if (got == 1 && wk_state_is(&r, WS_STAGED) &&
+	    end_staged(st, id, WS_CANCELLED, "cancelled before it started", &r, &got, &rc)) {
+		wire_free(&r);
+		return rc;
+	}
+	if (got == 0) {
+		wire_free(&r);
 		return wk_err(EX_NOINPUT_, "unknown attempt %s", id);
+	}
 	if (!wk_state_final(wire_get(&r, "state"))) {
 		/* Ask the supervisor (it watches for this file). */
 		adir = openat(st->attfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -511,6 +598,12 @@ int cmd_pause(struct wk_state *st, int argc, char **argv)
 		rc = wk_errsys(EX_OSERR_, "attempt %s", id);
 		goto out;
 	}
+	/* Only staged: it goes back to the queue before it starts,
+	 * resumable or not (a yield the same). */
+	if (got == 1 && wk_state_is(&r, WS_STAGED) &&
+	    end_staged(st, id, WS_UNSTAGED, "paused before it started: back in the queue", &r, &got,
+		       &rc))
+		goto out;
 	if (got == 0) {
 		rc = wk_err(EX_NOINPUT_, "unknown attempt %s", id);
 		goto out;
@@ -622,6 +715,11 @@ int cmd_log(struct wk_state *st, int argc, char **argv)
 		return wk_errsys(EX_OSERR_, "attempt %s", id);
 	if (got == 0)
 		return wk_err(EX_NOINPUT_, "unknown attempt %s", id);
+	if (wk_state_is(&r, WS_STAGED)) {
+		/* No log before it starts (LAYOUT.md section 10). */
+		wire_free(&r);
+		return wk_err(EX_NOINPUT_, "attempt %s is staged: no log yet", id);
+	}
 	final = wk_state_final(wire_get(&r, "state"));
 	wire_free(&r);
 	signal(SIGPIPE, SIG_IGN);

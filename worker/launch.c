@@ -12,6 +12,10 @@
  *   3-5  the cards: UUIDs, leases, the check under them (lease.c)
  *   6  "starting" is written, the supervisor forked (supervise.c), and
  *      its "running" (or final) state answered
+ *
+ * The answer is a record left for the caller (launch_spec's ANS):
+ * `launch` prints it, the baton (baton.c) reads the busy reason from
+ * it and prints nothing.  A spec with `after` goes to baton.c first.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,11 +44,11 @@ static void remove_attempt_dir(struct launch *l)
 	unlinkat(l->st->attfd, l->sp->id, AT_REMOVEDIR);
 }
 
-/* Print the state record of an attempt that exists (step 7): wait for
- * another launcher to finish, up to LAUNCH_WAIT_MS.  Returns the exit
- * code, or -1 to start over (the attempt directory went away or its
- * launcher died before step 6). */
-static int answer_existing(struct wk_state *st, const char *id)
+/* The state record of an attempt that exists (step 7) into *ANS: wait
+ * for another launcher to finish, up to LAUNCH_WAIT_MS.  Returns the
+ * exit code, or -1 to start over (the attempt directory went away or
+ * its launcher died before step 6). */
+static int answer_existing(struct wk_state *st, const char *id, struct wire_rec *ans)
 {
 	long long until = mono_ms() + LAUNCH_WAIT_MS;
 	struct wire_rec r = { 0 };
@@ -60,11 +64,12 @@ static int answer_existing(struct wk_state *st, const char *id)
 			int alive;
 
 			got = wk_attempt_status(st, id, &r, &alive);
-			if (got < 0)
+			if (got < 0) {
+				wire_free(&r);
 				return wk_errsys(EX_OSERR_, "attempts/%s.state", id);
-			got = wk_print(&r);
-			wire_free(&r);
-			return got < 0 ? wk_errsys(EX_OSERR_, "stdout") : 0;
+			}
+			*ans = r;
+			return 0;
 		}
 		adir = openat(st->attfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (adir < 0)
@@ -81,24 +86,23 @@ static int answer_existing(struct wk_state *st, const char *id)
 			break;
 		sleep_ms(20);
 	}
-	if (wire_add(&r, "attempt", id) < 0 || wire_add(&r, "state", wire_state_name(WS_STARTING)) < 0 ||
-	    wk_print(&r) < 0) {
+	if (wire_add(&r, "attempt", id) < 0 || wire_add(&r, "state", wire_state_name(WS_STARTING)) < 0) {
 		wire_free(&r);
-		return wk_errsys(EX_OSERR_, "stdout");
+		return wk_errsys(EX_OSERR_, "out of memory");
 	}
-	wire_free(&r);
+	*ans = r;
 	return 0;
 }
 
-static int answer_busy(const char *id, char *reason)
+static int answer_busy(const char *id, char *reason, struct wire_rec *ans)
 {
-	struct wire_rec r = { 0 };
 	int rc = EX_TEMPFAIL_;
 
-	if (wire_add(&r, "attempt", id) < 0 || wire_add(&r, "state", wire_state_name(WS_BUSY)) < 0 ||
-	    wire_add(&r, "reason", reason) < 0 || wk_print(&r) < 0)
-		rc = wk_errsys(EX_OSERR_, "stdout");
-	wire_free(&r);
+	if (wire_add(ans, "attempt", id) < 0 || wire_add(ans, "state", wire_state_name(WS_BUSY)) < 0 ||
+	    wire_add(ans, "reason", reason) < 0) {
+		wire_free(ans);
+		rc = wk_errsys(EX_OSERR_, "out of memory");
+	}
 	free(reason);
 	return rc;
 }
@@ -110,7 +114,7 @@ static int answer_busy(const char *id, char *reason)
  * its state file (a launch of the ID again answers that, step 7), and
  * that final state is the answer.
  */
-static int answer_not_dir(struct wk_state *st, const char *id)
+static int answer_not_dir(struct wk_state *st, const char *id, struct wire_rec *ans)
 {
 	struct wire_rec r = { 0 };
 	struct stat sb;
@@ -121,11 +125,12 @@ static int answer_not_dir(struct wk_state *st, const char *id)
 
 	if (wire_add(&r, "attempt", id) < 0 || wire_add(&r, "state", wire_state_name(WS_FAILED)) < 0 ||
 	    wire_addf(&r, "reason", "attempts/%s: %s", id, what) < 0 ||
-	    wk_set_ll(&r, "finished", now_ms()) < 0 || wk_state_write(st, id, &r) < 0)
+	    wk_set_ll(&r, "finished", now_ms()) < 0 || wk_state_write(st, id, &r) < 0) {
 		rc = wk_errsys(EX_OSERR_, "attempts/%s.state", id);
-	else if (wk_print(&r) < 0)
-		rc = wk_errsys(EX_OSERR_, "stdout");
-	wire_free(&r);
+		wire_free(&r);
+	} else {
+		*ans = r;
+	}
 	return rc;
 }
 
@@ -133,9 +138,8 @@ static int answer_not_dir(struct wk_state *st, const char *id)
  * "running" (or the final state when the job could not start), at most
  * 30 s, lets go of the leases and the lock, and answers what is
  * there. */
-static int hand_over(struct launch *l)
+static int hand_over(struct launch *l, struct wire_rec *ans)
 {
-	struct wire_rec r = { 0 };
 	struct pollfd p;
 	long long until;
 	int rp[2], rc;
@@ -164,16 +168,17 @@ static int hand_over(struct launch *l)
 	release_leases(l, 0);
 	close(l->lockfd);
 	l->lockfd = -1;
-	rc = wk_state_read(l->st, l->sp->id, &r);
-	if (rc <= 0)
+	rc = wk_state_read(l->st, l->sp->id, ans);
+	if (rc <= 0) {
+		if (rc == 0)
+			errno = ENOENT;
 		return wk_errsys(EX_OSERR_, "attempts/%s.state", l->sp->id);
-	rc = wk_print(&r);
-	wire_free(&r);
-	return rc < 0 ? wk_errsys(EX_OSERR_, "stdout") : 0;
+	}
+	return 0;
 }
 
 /* Steps 2 (the lock is held) to 6. */
-static int start(struct launch *l)
+static int start(struct launch *l, struct wire_rec *ans)
 {
 	struct spec *sp = l->sp;
 	struct wire_rec r = { 0 };
@@ -237,17 +242,17 @@ static int start(struct launch *l)
 	CRASH_POINT("worker launch: state written", NULL);
 	/* From here on the state file exists: the attempt may have
 	 * started, and is never removed or started again. */
-	return hand_over(l);
+	return hand_over(l, ans);
 
 undo:
 	/* The one way back before the state file: no trace. */
 	unmark_leases(l);
 	release_leases(l, 1);
 	remove_attempt_dir(l);
-	return busy ? answer_busy(sp->id, busy) : rc;
+	return busy ? answer_busy(sp->id, busy, ans) : rc;
 }
 
-static int launch(struct wk_state *st, struct spec *sp)
+int launch_spec(struct wk_state *st, struct spec *sp, struct wire_rec *ans)
 {
 	struct launch l;
 	int tries, rc = EX_OSERR_, got;
@@ -290,7 +295,7 @@ static int launch(struct wk_state *st, struct spec *sp)
 			got = wk_state_read(st, sp->id, &r);
 			if (got != 0) {
 				wire_free(&r);
-				rc = answer_existing(st, sp->id);
+				rc = answer_existing(st, sp->id, ans);
 				if (rc >= 0)
 					goto out;
 				continue;
@@ -302,7 +307,7 @@ static int launch(struct wk_state *st, struct spec *sp)
 			if (l.adir < 0 && errno == ENOENT)
 				continue;
 			if (l.adir < 0 && (errno == ELOOP || errno == ENOTDIR)) {
-				rc = answer_not_dir(st, sp->id);
+				rc = answer_not_dir(st, sp->id, ans);
 				goto out;
 			}
 			rc = wk_errsys(EX_OSERR_, "%s", l.adir_path);
@@ -317,7 +322,7 @@ static int launch(struct wk_state *st, struct spec *sp)
 			got = wk_state_read(st, sp->id, &r);
 			wire_free(&r);
 			if (got == 0) {
-				rc = start(&l);
+				rc = start(&l, ans);
 				goto out;
 			}
 			close(l.lockfd);
@@ -329,7 +334,7 @@ static int launch(struct wk_state *st, struct spec *sp)
 		close(l.adir);
 		l.adir = -1;
 		/* Another launcher of this ID is at work: its answer. */
-		rc = answer_existing(st, sp->id);
+		rc = answer_existing(st, sp->id, ans);
 		if (rc >= 0)
 			goto out;
 	}
@@ -355,16 +360,26 @@ out:
 
 int launch_rec(struct wk_state *st, const struct wire_rec *rec)
 {
+	struct wire_rec ans = { 0 };
 	struct spec sp;
 	char *bad = NULL;
 	int r;
 
 	memset(&sp, 0, sizeof sp);
 	sp.rec = *rec;
-	if (spec_check(&sp, &bad) < 0)
+	if (spec_check(&sp, &bad) < 0) {
 		r = wk_err(EX_DATAERR_, "bad spec: %s", bad ? bad : "out of memory");
-	else
-		r = launch(st, &sp);
+	} else if (sp.nafter && st->slurm) {
+		/* Slurm starts its jobs itself: nothing here could. */
+		r = wk_err(EX_DATAERR_, "bad spec: after: a Slurm node takes no staged attempt");
+	} else if (sp.nafter) {
+		r = stage_launch(st, &sp);
+	} else {
+		r = launch_spec(st, &sp, &ans);
+		if (ans.n && wk_print(&ans) < 0)
+			r = wk_errsys(EX_OSERR_, "stdout");
+		wire_free(&ans);
+	}
 	free(bad);
 	spec_free(&sp);
 	return r;

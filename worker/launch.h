@@ -54,6 +54,9 @@ struct spec {
 	long long memory;       /* MiB it declares per card (sharing: must be free) */
 	const char *checkpoint;
 	const char *nodelist;   /* Slurm: the host to run on (a resume), or NULL */
+	const char **after;     /* a staged launch: the attempts whose end starts
+				   it (LAYOUT.md section 8, the baton), into rec */
+	size_t nafter;
 };
 
 /* Check the spec in SP->rec and index it.  0, or -1 with *why
@@ -114,6 +117,24 @@ void release_leases(struct launch *l, int truncate);
  * Before release_leases. */
 void unmark_leases(struct launch *l);
 
+
+/* ---- launch.c ----------------------------------------------------------- */
+
+/* Steps 1-7 for the checked spec SP: the answer (the state record,
+ * `busy` with its reason, or an existing attempt's record) left in
+ * *ANS for the caller to print or read (empty when there is none: an
+ * error said on stderr, or a Slurm submission, which prints its own),
+ * and the exit status.  `launch` prints it; the baton (baton.c) reads
+ * it, quietly. */
+int launch_spec(struct wk_state *st, struct spec *sp, struct wire_rec *ans);
+
+/* ---- baton.c ------------------------------------------------------------ */
+
+/* `launch` of a spec with `after` (LAYOUT.md section 8, "Staged
+ * attempts"): STATE/staged/ID written unless the attempt exists or is
+ * staged already, baton_try, and the answer printed (the attempt's
+ * state record, or `staged`).  The exit status. */
+int stage_launch(struct wk_state *st, struct spec *sp);
 
 /* ---- slurm.c ------------------------------------------------------------ */
 

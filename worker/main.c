@@ -33,7 +33,8 @@
  *
  * Files: main.c (arguments), launch.c (the launch steps; launch.h
  * says how spec.c, lease.c and supervise.c share them),
- * cmds.c (gpus, status, watch, cancel, pause, log), nvml.c (NVML,
+ * cmds.c (gpus, status, watch, cancel, pause, log), baton.c (staged
+ * attempts: the baton, unstage), nvml.c (NVML,
  * through dlopen), nvsmi.c (nvidia-smi), json.c (the checkpoint
  * marker), util.c (messages, paths, state records); ../base/ (I/O, the
  * atomic write, locks, clocks, exit codes), shared with the controller.
@@ -54,6 +55,8 @@ static const char help[] =
 	"       " PROG " [-d STATE_DIR] cancel ID\n"
 	"       " PROG " [-d STATE_DIR] pause ID\n"
 	"       " PROG " [-d STATE_DIR] log ID [-f]\n"
+	"       " PROG " [-d STATE_DIR] unstage ID\n"
+	"       " PROG " [-d STATE_DIR] baton\n"
 	"       " PROG " [-d STATE_DIR] slurm-job ID   (a Slurm batch script's command)\n"
 	"STATE_DIR defaults to " DEFAULT_STATE_DIR "; see LAYOUT.md section 10.\n"
 	"--slurm PARTITION [--sbatch-arg ARG]...: the node is that Slurm partition\n"
@@ -63,7 +66,7 @@ static const char help[] =
 static int usage(void)
 {
 	return wk_err(EX_USAGE_, "usage: %s [-d STATE_DIR] version|gpus|launch|status ID...|"
-		      "watch|cancel ID|pause ID|log ID [-f]", PROG);
+		      "watch|cancel ID|pause ID|log ID [-f]|unstage ID|baton", PROG);
 }
 
 static const struct {
@@ -77,6 +80,8 @@ static const struct {
 	{ "cancel", cmd_cancel },
 	{ "pause", cmd_pause },
 	{ "log", cmd_log },
+	{ "unstage", cmd_unstage },
+	{ "baton", cmd_baton },
 	{ "slurm-job", cmd_slurm_job },
 };
 

@@ -19,6 +19,7 @@ void spec_free(struct spec *sp)
 	free(sp->env);
 	free(sp->gpu);
 	free(sp->uuid);
+	free(sp->after);
 }
 
 static int name_ok(const char *s, size_t n)
@@ -44,7 +45,7 @@ int spec_check(struct spec *sp, char **why)
 		"attempt", "shell", "cwd", "idle_mib", "timeout", "grace",
 		"resumable", "checkpoint", "nodelist",
 	};
-	size_t i, j, na = 0, ne = 0, ng = 0, nu = 0;
+	size_t i, j, na = 0, ne = 0, ng = 0, nu = 0, nw = 0;
 	long long v;
 
 	*why = NULL;
@@ -64,6 +65,7 @@ int spec_check(struct spec *sp, char **why)
 		ne += strcmp(f->key, "env") == 0;
 		ng += strcmp(f->key, "gpu") == 0;
 		nu += strcmp(f->key, "uuid") == 0;
+		nw += strcmp(f->key, "after") == 0;
 	}
 	sp->id = wire_get(r, "attempt");
 	if (!sp->id) {
@@ -91,7 +93,8 @@ int spec_check(struct spec *sp, char **why)
 	sp->env = calloc(ne + 1, sizeof *sp->env);
 	sp->gpu = calloc(ng + 1, sizeof *sp->gpu);
 	sp->uuid = calloc(nu + 1, sizeof *sp->uuid);
-	if (!sp->argv || !sp->env || !sp->gpu || !sp->uuid) {
+	sp->after = calloc(nw + 1, sizeof *sp->after);
+	if (!sp->argv || !sp->env || !sp->gpu || !sp->uuid || !sp->after) {
 		*why = xasprintf("out of memory");
 		return -1;
 	}
@@ -128,6 +131,18 @@ int spec_check(struct spec *sp, char **why)
 				return -1;
 			}
 			sp->uuid[sp->nuuid++] = f->val;
+		} else if (strcmp(f->key, "after") == 0) {
+			/* An attempt ID like `attempt`'s: it names a file in
+			 * attempts/ (LAYOUT.md section 8, the baton). */
+			if (!wk_id_ok(f->val)) {
+				*why = xasprintf("after must be 1 to 64 of [0-9a-f-]");
+				return -1;
+			}
+			if (strcmp(f->val, sp->id) == 0) {
+				*why = xasprintf("after names the attempt itself");
+				return -1;
+			}
+			sp->after[sp->nafter++] = f->val;
 		}
 	}
 	if (nu && nu != ng) {

@@ -708,7 +708,7 @@ void supervise(struct launch *l, int notify)
 		close(nul);
 	if (logfd >= 0)
 		close(logfd);
-	keep = calloc(2 * l->sp->ngpu + 6, sizeof *keep);
+	keep = calloc(2 * l->sp->ngpu + 7, sizeof *keep);
 	if (keep) {
 		keep[nkeep++] = notify;
 		keep[nkeep++] = l->adir;
@@ -716,6 +716,7 @@ void supervise(struct launch *l, int notify)
 		keep[nkeep++] = l->st->fd;
 		keep[nkeep++] = l->st->attfd;
 		keep[nkeep++] = l->st->leasefd;
+		keep[nkeep++] = l->st->stagedfd;
 		for (i = 0; i < l->sp->ngpu; i++) {
 			keep[nkeep++] = l->lease[i];
 			if (l->mark[i] >= 0)
@@ -830,6 +831,13 @@ void supervise(struct launch *l, int notify)
 	free(s.pause_fail_owned);
 	free(s.yield_why);
 	free(s.yield_fail);
+	/* The baton (LAYOUT.md section 8): an attempt staged on this node
+	 * may have waited for this one.  The job and its leftovers are
+	 * gone and the final state is written: become `baton`, which
+	 * starts it at once; the lock and the leases go with the exec.
+	 * Not inside Slurm: Slurm starts its jobs. */
+	if (!l->in_slurm && !l->st->slurm && staged_any(l->st) > 0)
+		baton_exec(l->st->path);
 	/* The lock goes with us (_exit): the attempt is over. */
 	_exit(ex);
 }

@@ -18,16 +18,27 @@
 
 #include "worker.h"
 
+static char *last_err;
+
 static void vmsg(const char *suffix, const char *fmt, va_list ap)
 {
 	char *m = vxasprintf(fmt, ap);
 
-	if (suffix)
+	free(last_err);
+	if (suffix) {
 		fprintf(stderr, "%s: %s: %s\n", PROG, m ? m : "(out of memory)", suffix);
-	else
+		last_err = xasprintf("%s: %s", m ? m : "(out of memory)", suffix);
+	} else {
 		fprintf(stderr, "%s: %s\n", PROG, m ? m : "(out of memory)");
+		last_err = m ? strdup(m) : NULL;
+	}
 	fflush(stderr);
 	free(m);
+}
+
+const char *wk_last_err(void)
+{
+	return last_err;
 }
 
 int wk_err(int ex, const char *fmt, ...)
@@ -114,10 +125,11 @@ char *wk_expand_path(const char *path, int abs)
 
 int wk_state_open(struct wk_state *st, const char *dir, char **why)
 {
-	static const char *const sub[] = { "attempts", "leases" };
+	static const char *const sub[] = { "attempts", "leases", "staged" };
+	int *dst[] = { &st->attfd, &st->leasefd, &st->stagedfd };
 	size_t i;
 
-	st->fd = st->attfd = st->leasefd = -1;
+	st->fd = st->attfd = st->leasefd = st->stagedfd = -1;
 	*why = NULL;
 	st->path = wk_expand_path(dir, 1);
 	if (!st->path) {
@@ -133,7 +145,7 @@ int wk_state_open(struct wk_state *st, const char *dir, char **why)
 		*why = xasprintf("%s: %s", st->path, strerror(errno));
 		return -1;
 	}
-	for (i = 0; i < 2; i++) {
+	for (i = 0; i < sizeof sub / sizeof sub[0]; i++) {
 		int fd, made = mkdirat(st->fd, sub[i], 0700) == 0;
 
 		if (!made && errno != EEXIST) {
@@ -155,16 +167,15 @@ int wk_state_open(struct wk_state *st, const char *dir, char **why)
 				*why = xasprintf("%s/%s: %s", st->path, sub[i], strerror(e));
 			return -1;
 		}
-		if (i == 0)
-			st->attfd = fd;
-		else
-			st->leasefd = fd;
+		*dst[i] = fd;
 	}
 	return 0;
 }
 
 void wk_state_close(struct wk_state *st)
 {
+	if (st->stagedfd >= 0)
+		close(st->stagedfd);
 	if (st->leasefd >= 0)
 		close(st->leasefd);
 	if (st->attfd >= 0)
@@ -173,7 +184,7 @@ void wk_state_close(struct wk_state *st)
 		close(st->fd);
 	free(st->path);
 	st->path = NULL;
-	st->fd = st->attfd = st->leasefd = -1;
+	st->fd = st->attfd = st->leasefd = st->stagedfd = -1;
 }
 
 int wk_id_ok(const char *id)
@@ -289,8 +300,9 @@ int wk_attempt_status(const struct wk_state *st, const char *id,
 	if (rc == 0) {
 		if (lockfd >= 0)
 			close(lockfd);
+		/* Staged (the baton): no directory until it starts. */
 		if (!*alive)
-			return 0;
+			return wk_staged_rec(st, id, r);
 		/* Being launched: the launcher holds the lock (step 2-6). */
 		if (wire_add(r, "attempt", id) < 0 || wire_add(r, "state", wire_state_name(WS_STARTING)) < 0)
 			return -1;

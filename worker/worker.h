@@ -55,12 +55,21 @@
  * write its state file (LAYOUT.md section 8, step 7). */
 #define LAUNCH_WAIT_MS 5000
 
+/* How long the baton (baton.c) keeps trying a staged attempt whose
+ * cards are busy when its turn comes, and how often: a real GPU frees
+ * its memory a moment after the process that held it exits. */
+#define BATON_SETTLE_MS 3000
+#define BATON_RETRY_MS 50
+
 /* ---- util.c ---------------------------------------------------------- */
 
 /* Print "cardbaton-worker: MSG" (wk_errsys: ": strerror(errno)" added)
  * on stderr and return EX, so that commands can `return wk_err(...)`. */
 int wk_err(int ex, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int wk_errsys(int ex, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The last message wk_err or wk_errsys said (without "cardbaton-worker:
+ * "), or NULL: why a launch the baton ran failed. */
+const char *wk_last_err(void);
 
 /* "~" and "~/x" against $HOME (or the password file); other paths
  * copied.  Relative results are made absolute when ABS is set. */
@@ -70,7 +79,7 @@ char *wk_expand_path(const char *path, int abs);
  * missing, opened as directory fds. */
 struct wk_state {
 	char *path;     /* absolute */
-	int fd, attfd, leasefd;
+	int fd, attfd, leasefd, stagedfd;
 	const struct wk_slurm *slurm;   /* a Slurm node (slurm.c), or NULL */
 };
 
@@ -96,7 +105,7 @@ int wk_host_ok(const char *s, size_t n);
 int wk_state_read(const struct wk_state *st, const char *id, struct wire_rec *r);
 /* Replace attempts/ID.state atomically (through .ID.state.tmp). */
 int wk_state_write(const struct wk_state *st, const char *id, const struct wire_rec *r);
-/* The final states: succeeded failed cancelled lost paused. */
+/* The final states: succeeded failed cancelled lost paused unstaged. */
 int wk_state_final(const char *state);
 /* Does state record R say state WS? */
 int wk_state_is(const struct wire_rec *r, enum wire_state ws);
@@ -106,7 +115,9 @@ int wk_state_is(const struct wire_rec *r, enum wire_state ws);
  * *alive is set from attempts/ID/lock.  A state file that says starting,
  * running or pausing while the lock is free is rewritten, under that
  * lock, as lost.  A directory with a held lock and no state file yet
- * reads as starting.  1: R filled; 0: unknown attempt; -1: error (errno).
+ * reads as starting.  An attempt with neither but STATE/staged/ID reads
+ * as staged (wk_staged_rec), alive 0, never lost.  1: R filled; 0:
+ * unknown attempt; -1: error (errno).
  */
 int wk_attempt_status(const struct wk_state *st, const char *id,
 		      struct wire_rec *r, int *alive);
@@ -210,6 +221,9 @@ int cmd_watch(struct wk_state *st, int argc, char **argv);
 int cmd_cancel(struct wk_state *st, int argc, char **argv);
 int cmd_pause(struct wk_state *st, int argc, char **argv);
 int cmd_log(struct wk_state *st, int argc, char **argv);
+/* baton.c: staged attempts (LAYOUT.md section 8, the baton). */
+int cmd_baton(struct wk_state *st, int argc, char **argv);
+int cmd_unstage(struct wk_state *st, int argc, char **argv);
 /* slurm.c: the batch script's command, inside the allocation. */
 int cmd_slurm_job(struct wk_state *st, int argc, char **argv);
 
@@ -244,6 +258,34 @@ int slurm_signal(const struct wire_rec *r, const char *sig, char **why);
  * under its lock, then scancel'led; R then holds that record.  0
  * (also when it runs: nothing done), or -1 with errno. */
 int slurm_cancel_pending(struct wk_state *st, const char *id, struct wire_rec *r);
+
+/* ---- baton.c: staged attempts ------------------------------------------- */
+
+/* STATE/staged/ID as status reports it: `attempt ID`, `state staged`,
+ * its spec's `gpu`, `uuid` and `after`.  1: R filled; 0: not staged;
+ * -1: error (errno). */
+int wk_staged_rec(const struct wk_state *st, const char *id, struct wire_rec *r);
+/* Whether STATE/staged/ holds any staged attempt: 1, 0, or -1 (errno). */
+int staged_any(const struct wk_state *st);
+/* The one way a staged attempt starts or gives up (LAYOUT.md section 8,
+ * "Staged attempts"): started when every attempt it is after is over,
+ * or `unstaged` when its cards stay busy.  Quiet (errors on stderr);
+ * 0, or -1 when something could not be read or written (said). */
+int baton_try(struct wk_state *st, const char *id);
+/* End attempt ID while it is only staged, as WS (unstaged, cancelled)
+ * with REASON: under staged/ID's lock (waited for up to
+ * LAUNCH_WAIT_MS), attempts/ID.state written, then staged/ID removed.
+ * 1: done, *R the record written; 0: it is not staged (any more: it
+ * started, ended or never was), nothing done; 2: staged/ID's lock is
+ * still held (a baton starting it), nothing done; -1: error (said),
+ * the exit status in *EX. */
+int staged_end(struct wk_state *st, const char *id, enum wire_state ws, const char *reason,
+	       struct wire_rec *r, int *ex);
+/* In a process that is done (a supervisor at its end, watch's child):
+ * become `cardbaton-worker -d PATH baton`, with signals as a new
+ * process has them and /dev/null on fds 0-2.  Returns only when the
+ * exec failed. */
+void baton_exec(const char *path);
 
 /* Steps 1-7 of a launch for the spec REC (still the caller's): what
  * `launch` prints and its exit status.  `launch` and `watch` use it. */

@@ -143,7 +143,7 @@ asan() { ldd "$CB_BUILD/cardbaton-submit" 2>/dev/null | grep -q libasan; }
 	[ -e "$T/spool/running/0000000005.job" ]
 	# The worker itself never takes such an ID as a path.
 	for bad in ../victim "$sid-5-0/../../victim" . .. ''; do
-		for cmd in log cancel pause; do
+		for cmd in log cancel pause unstage; do
 			run --separate-stderr cardbaton-worker -d "$STATE" "$cmd" "$bad"
 			[ "$status" -eq 66 ] || [ "$status" -eq 64 ]
 		done

@@ -7,8 +7,9 @@
  * has a valid attempt ID (so it can never name a path outside
  * attempts/), exactly one of an argv and a shell command, every env
  * entry NAME=value with NAME a shell identifier, distinct GPU indices,
- * no UUIDs or one per index, each fit to name a lease file, and every
- * number in its range.
+ * no UUIDs or one per index, each fit to name a lease file, every
+ * `after` a valid attempt ID other than its own, and every number in
+ * its range.
  */
 #include "fuzz.h"
 #include "../../worker/launch.h"
@@ -56,6 +57,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (size_t i = 0; i < sp.nuuid; i++)
 		FUZZ_CHECK(nv_uuid_ok(sp.uuid[i], strlen(sp.uuid[i])) && !strchr(sp.uuid[i], '/') &&
 			   sp.uuid[i][0] != '.');
+	/* A staged launch's afters name files in attempts/ too. */
+	for (size_t i = 0; i < sp.nafter; i++)
+		FUZZ_CHECK(wk_id_ok(sp.after[i]) && !strchr(sp.after[i], '/') && sp.after[i][0] != '.' &&
+			   strcmp(sp.after[i], sp.id) != 0);
+	FUZZ_CHECK(sp.after[sp.nafter] == NULL);
 	FUZZ_CHECK(sp.idle_mib >= 0 && sp.timeout >= 0 && sp.grace >= 0);
 	FUZZ_CHECK(sp.resumable == 0 || sp.resumable == 1);
 	spec_free(&sp);
