@@ -976,6 +976,13 @@ static char *metrics_now_text(struct daemon *d)
 		now.held += d->q[i]->held;
 		now.band[d->q[i]->prio < 0 ? 0 : d->q[i]->prio == 0 ? 1 : 2]++;
 	}
+	/* A staged job is queued, as status shows it. */
+	for (size_t i = 0; i < d->nr; i++)
+		if (d->r[i].staged) {
+			now.queued++;
+			now.running--;
+			now.band[d->r[i].prio < 0 ? 0 : d->r[i].prio == 0 ? 1 : 2]++;
+		}
 	for (; now.nnodes < d->nnodes; now.nnodes++)
 		if (node_status_of(d, &d->nodes[now.nnodes], &ns[now.nnodes]) < 0)
 			goto out;

@@ -562,6 +562,10 @@ static int stage_ok(const struct pass *p, const struct plan_job *j, size_t k, si
 	    p->card[c] || r == p->in->nruns || v->staged || v->yielding || p->victim[r] ||
 	    !v->started || v->share)
 		return 0;
+	/* Never behind a job it may preempt: it takes the cards sooner
+	 * (once the node's snapshot is fresh, preempt() decides). */
+	if (p->in->preempt && v->resumable && v->prio < j->prio)
+		return 0;
 	if (!st)
 		return 1;
 	return later(p, st - 1, j) && !p->unstage[st - 1] ? 2 : 0;

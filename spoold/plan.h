@@ -76,7 +76,8 @@
  *     starts the job) and takes staged attempts (`stage`), and has its cards
  *     "about to free": each eligible and big enough, leased by one
  *     running attempt (started, not staged, not yielding, not chosen as
- *     a victim, not sharing) and waited for by no staged attempt earlier
+ *     a victim, not sharing; with preemption on, not one it may preempt:
+ *     resumable, of lower priority) and waited for by no staged attempt earlier
  *     in dispatch order.  Its pinned indices, or the `need`
  *     lowest-numbered such cards.  The node starts it when those
  *     attempts end.  A staged attempt's cards are taken for everyone

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/bench/handoff.sh BUILD [local|ssh] [N]
+# tests/bench/handoff.sh BUILD [local|ssh] [N]   (env HOLD=SECONDS, NVML=fake)
 #
 # N trivial jobs through one card; each records its start and end time
 # (ns).  Prints the median and p90 of next-start minus previous-end: the
@@ -60,9 +60,11 @@ else
 	printf 'spool: %s/spool\nnodes:\n  h:\n    local: true\n' "$tmp" > "$tmp/config.yaml"
 fi
 
+# Each job holds the card HOLD seconds (default 0.2: the next one is
+# staged on the node meanwhile, the baton; 0: placed after the end).
 for i in $(seq 1 "$n"); do
 	"${run[@]}" cardbaton-submit --config "$tmp/config.yaml" --gpu-count 1 -- \
-		sh -c 'date +%s%N >> "$0.start"; date +%s%N >> "$0.end"' "$tmp/t" >/dev/null
+		sh -c 'date +%s%N >> "$0.start"; sleep "$1"; date +%s%N >> "$0.end"' "$tmp/t" "${HOLD:-0.2}" >/dev/null
 done
 "${run[@]}" cardbaton-spoold --config "$tmp/config.yaml" 2>"$tmp/daemon.log" &
 daemon=$!

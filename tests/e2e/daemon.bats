@@ -365,16 +365,18 @@ a_reconcile_long() {
 	[ -z "$(awk -v s="$(cat "$T/b.start")" '$2 == "gpus" && $1 < s' "$T/calls")" ]
 
 	# The guess is checked: a card that stays busy after its job's end
-	# (a process outside the queue took it) sends the next job back.
+	# (a process outside the queue took it) sends the next job back:
+	# placed after C's end, the launch says so; staged behind C (the
+	# baton), the node, once it has tried for 3 s.
 	c=$(sub --gpus 0 -- sh -c 'until [ -e "$0" ]; do sleep 0.02; done' "$T/go2")
 	d=$(sub --gpus 0 -- true)
 	wait_for 10 '[ "$(state "$c")" = running ]'
 	fake_apps "GPU-00000000-0000-0000-0000-000000000000, 4242, 500"
 	touch "$T/go2"
 	wait_for 10 final "$c"
-	wait_for 10 'st --json "$d" | grep -q "waiting: GPU 0 .*compute process"'
+	wait_for 10 'st --json "$d" | grep -q "waiting: \(cards busy when its turn came: \)\?GPU 0 .*compute process"'
 	[ "$(state "$d")" = queued ]
-	grep -q "job $d: not started on local" "$T/daemon.log"
+	grep -Eq "job $d: (not started on local|queued: waiting: cards busy when its turn came)" "$T/daemon.log"
 	fake_apps
 	wait_for 10 final "$d"
 	[ "$(state "$d")" = succeeded ]

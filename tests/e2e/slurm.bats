@@ -87,7 +87,8 @@ slurm_daemon() {
 	for id in "${all[@]}"; do wait_for 90 final "$id"; done
 	for id in "${all[@]}"; do [ "$(state "$id")" = succeeded ]; done
 	# Placed in the queue's order, on both kinds of node.
-	order=$(sed -n 's/^cardbaton-spoold: job \([0-9]*\): attempt .* on .*/\1/p' "$T/daemon.log" | tr '\n' ' ')
+	# (A job staged on host1, the baton, is placed too: "staged attempt".)
+	order=$(sed -n 's/^cardbaton-spoold: job \([0-9]*\): \(staged \)\?attempt .* on .*/\1/p' "$T/daemon.log" | tr '\n' ' ')
 	[ "$order" = "$top ${low[*]} $two " ]
 	nodes=$(for id in "${all[@]}"; do field "$id" node; done | sort -u | tr '\n' ' ')
 	[ "$nodes" = "cluster host1 " ]

@@ -398,7 +398,9 @@ def main():
         for at in atts:
             ns = node_state.get(at["id"])
             if at["state"] == "aborted":
-                if ns:
+                # A staged attempt given back (the baton) leaves its
+                # final word, unstaged: it never started.
+                if ns and ns[1].get("state") != "unstaged":
                     v.append(f"{tag}: attempt {at['id']} is aborted in the record, but the node has its "
                              f"state file ({ns[1].get('state')}): it may have run")
                 continue

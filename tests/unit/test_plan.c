@@ -1155,7 +1155,26 @@ static void test_baton(void)
 	PLAN(NOW, "", "1@a:0");
 	CHECK_STR(preempted(), "1@a<50:0");
 	CHECK_STR(unstaged(), "60");
+	/* With preemption on, a job is never staged behind one it may
+	 * preempt (resumable, lower priority): the node's snapshot not
+	 * fresh yet, it waits for preempt() to decide. */
+	preempting(1, 1);
+	node[0].stage = 1;
+	running(50, 0, 0, LONG_AGO, 1, 0);
+	node[0].fresh = 0;
+	add(1)->prio = 10;
+	PLAN(NOW, "", "");
+	CHECK_STR(preempted(), "");
+	CHECK_STR(staged(), "");
+	runs[0].resumable = 0;
+	PLAN(NOW, "", "");
+	CHECK_STR(staged(), "1@a:0");
 	/* ... but a staged job before the preemptor keeps it. */
+	preempting(1, 1);
+	node[0].stage = 1;
+	running(50, 0, 0, LONG_AGO, 1, 0);
+	staging(60, 0, 0, 1, 0);
+	add(1)->prio = 10;
 	runs[1].prio = 20;
 	asks[1].prio = 20;
 	PLAN(NOW, "", "");
