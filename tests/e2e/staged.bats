@@ -70,7 +70,7 @@ staged_now() { [ "$(field "$1" staged)" = True ]; }
 	wait_for 10 final "$a"
 	sleep 0.5
 	[ ! -e "$T/b.ran" ]
-	[ -z "$(ls "$STATE/staged")" ]
+	wait_for 5 '[ -z "$(ls "$STATE/staged")" ]'
 }
 
 @test "hold of a staged job: it is asked back from its node and held in the queue; release runs it" {
@@ -82,7 +82,8 @@ staged_now() { [ "$(field "$1" staged)" = True ]; }
 	cardbaton-hold --config "$C" "$b"
 	wait_for 10 '[ "$(field "$b" reason)" = held ]'
 	[ "$(field "$b" staged)" = False ]
-	[ -z "$(ls "$STATE/staged")" ]
+	# (The node removes its file just after it says unstaged.)
+	wait_for 5 '[ -z "$(ls "$STATE/staged")" ]'
 	[ -z "$(ls "$T/spool/ctl")" ]
 	touch "$T/go"
 	wait_for 10 final "$a"

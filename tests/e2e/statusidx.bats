@@ -133,7 +133,9 @@ mixed_spool() {
 	printf 'command: "while :; do echo %%s; done | wc -l"\nname: "-"\n' > "$T/s.yaml"
 	sub --job "$T/s.yaml" >/dev/null
 	for i in 1 2 3 4 5; do sub --gpu-count 1 -- sleep "$i" >/dev/null; done
-	wait_for 30 '[ -z "$(ls "$T/spool/new")" ] && [ "$(ls "$Q" | wc -l)" -eq 9 ]'
+	# Nine queued: in queued/, or one staged behind the runner (the
+	# baton: its record in running/, shown queued).
+	wait_for 30 '[ -z "$(ls "$T/spool/new")" ] && [ "$(st --json | json "len([j for j in d[\"jobs\"] if j[\"state\"] == \"queued\"])")" -eq 9 ]'
 	wait_for 30 index_current
 	stop_daemon
 	sub --name pending -- true >/dev/null
