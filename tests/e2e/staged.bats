@@ -82,13 +82,16 @@ staged_now() { [ "$(field "$1" staged)" = True ]; }
 	cardbaton-hold --config "$C" "$b"
 	wait_for 10 '[ "$(field "$b" reason)" = held ]'
 	[ "$(field "$b" staged)" = False ]
-	# (The node removes its file just after it says unstaged.)
-	wait_for 5 '[ -z "$(ls "$STATE/staged")" ]'
 	[ -z "$(ls "$T/spool/ctl")" ]
 	touch "$T/go"
 	wait_for 10 final "$a"
 	sleep 0.5
 	[ ! -e "$T/b.ran" ]
+	# Its file on the node is gone: removed by the unstage, or (the
+	# daemon stops its call once it has heard "unstaged" on the stream)
+	# by the baton that A's end ran, which finds it beside its final
+	# state.
+	wait_for 5 '[ -z "$(ls "$STATE/staged")" ]'
 	cardbaton-release --config "$C" "$b"
 	wait_for 10 final "$b"
 	[ "$(field "$b" state)" = succeeded ]
