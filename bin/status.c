@@ -105,20 +105,23 @@ static const char *const header[NCOL] = {
 static int json_out, show_all;
 static long long now;
 
-/* A job ready to print, with its sort key. */
-struct row {
-	struct status_key key;
-	const char *json;       /* --json: the element (in the index, or JSON_OWN) */
-	char *json_own;
-	const char *cell[NCOL]; /* otherwise: the columns (in the arena, the index, or static) */
-};
+/*
+ * The jobs to print: a view each, in the order they were read (sorted
+ * by sort_rows).  A view of the index's lasts until the output is
+ * printed (status_read_free), and is kept as it is; any other is copied
+ * into the arena, its --json element taken (its own[4]).  100,000 rows
+ * are 100,000 pointers: no cell is made until it is printed.
+ */
+static const struct status_view **rows;
+static size_t nrows, caprows;
+static struct status_key last_key;     /* of the last row added */
+static int unsorted;                    /* a row came before the one added before it */
+
+static void table_note(const struct status_view *v);
 
 /* The reading of the spool: rows point into its index until they are
  * printed. */
 static struct status_read rd;
-
-static struct row *rows;
-static size_t nrows, caprows;
 
 static void *xrealloc(void *p, size_t n)
 {
@@ -128,23 +131,24 @@ static void *xrealloc(void *p, size_t n)
 }
 
 /*
- * The strings of the table's cells: 100,000 rows would be a million
- * mallocs and frees.  They are kept in an arena, freed at the end, or
- * point into the index (which lives as long) or to static text.
+ * The copies of the views read from records, and their strings: kept
+ * in an arena, freed at the end.
  */
 struct chunk {
 	struct chunk *next;
 	size_t used, cap;
-	char s[];
+	_Alignas(16) char s[];
 };
 static struct chunk *arena;
 
-static char *acopy(const char *s, size_t n)
+/* N bytes in the arena, aligned for any object. */
+static void *aalloc(size_t n)
 {
-	char *p;
+	void *p;
 
-	if (!arena || arena->cap - arena->used < n + 1) {
-		size_t cap = n + 1 > 65536 ? n + 1 : 65536;
+	n = (n + 15) & ~(size_t)15;
+	if (!arena || arena->cap - arena->used < n) {
+		size_t cap = n > 65536 ? n : 65536;
 		struct chunk *c = xrealloc(NULL, sizeof *c + cap);
 
 		c->next = arena;
@@ -153,10 +157,15 @@ static char *acopy(const char *s, size_t n)
 		arena = c;
 	}
 	p = arena->s + arena->used;
-	memcpy(p, s, n);
-	p[n] = '\0';
-	arena->used += n + 1;
+	arena->used += n;
 	return p;
+}
+
+static const char *acopy(const char *s)
+{
+	size_t n = strlen(s) + 1;
+
+	return memcpy(aalloc(n), s, n);
 }
 
 static void arena_free(void)
@@ -169,62 +178,42 @@ static void arena_free(void)
 	}
 }
 
-/* S itself when it lasts until the output is printed (STABLE), else
- * a copy in the arena. */
-static const char *keep(const char *s, int stable)
-{
-	return stable ? s : acopy(s, strlen(s));
-}
-
-/* "%lld" of V (no printf: it is called 300,000 times). */
-static const char *lld(long long v)
-{
-	char buf[24], *p = buf + sizeof buf;
-	unsigned long long u = v < 0 ? 0 - (unsigned long long)v : (unsigned long long)v;
-
-	do
-		*--p = (char)('0' + u % 10);
-	while (u /= 10);
-	if (v < 0)
-		*--p = '-';
-	return acopy(p, (size_t)(buf + sizeof buf - p));
-}
-
 /* A row from what status shows of a job (a record, or an index line).
- * STABLE: V's strings last until the output is printed (the index). */
+ * STABLE: V lasts until the output is printed (the index's). */
 static void add_view(struct status_view *v, int stable)
 {
-	struct row *r;
+	const struct status_view *r = v;
+	struct status_key k;
 
 	if (!wanted(v))
 		return;
 	if (nrows == caprows)
-		rows = xrealloc(rows, (caprows = caprows ? caprows * 2 : 256) * sizeof *rows);
-	r = &rows[nrows++];
-	memset(r, 0, sizeof *r);
-	status_key_of(v, &r->key);
-	if (json_out) {
-		r->json = v->json;
-		r->json_own = v->own[4];        /* the row owns it now */
-		v->own[4] = NULL;
-		return;
+		rows = xrealloc(rows, (caprows = caprows ? caprows * 2 : 1024) * sizeof *rows);
+	if (!stable) {
+		struct status_view *c = aalloc(sizeof *c);
+
+		*c = *v;
+		memset(c->own, 0, sizeof c->own);
+		c->node = acopy(v->node);
+		c->gpus = acopy(v->gpus);
+		c->name = acopy(v->name);
+		c->command = acopy(v->command);
+		if (json_out) {
+			c->own[4] = v->own[4];  /* the row owns it now */
+			v->own[4] = NULL;
+		}
+		c->json = json_out ? c->own[4] : NULL;
+		r = c;
 	}
-
-	char age[32];
-
-	r->cell[C_ID] = lld(v->id);
-	r->cell[C_STATE] = v->staged ? "staged" : job_state_name(v->state);
-	r->cell[C_PRIO] = lld(v->priority);
-	r->cell[C_NODE] = keep(v->node, stable);
-	r->cell[C_GPUS] = keep(v->gpus, stable);
-	r->cell[C_ATT] = lld(v->natt);
-	if (v->since)
-		fmt_age(age, sizeof age, now - v->since);
-	else
-		snprintf(age, sizeof age, "-");
-	r->cell[C_AGE] = acopy(age, strlen(age));
-	r->cell[C_NAME] = keep(v->name, stable);
-	r->cell[C_CMD] = keep(v->command, stable);
+	/* What the printing needs to know of all the rows, found while
+	 * each is at hand: whether they came in order, the widths. */
+	status_key_of(r, &k);
+	if (nrows && status_key_cmp(&last_key, &k) > 0)
+		unsorted = 1;
+	last_key = k;
+	rows[nrows++] = r;
+	if (!json_out)
+		table_note(r);
 }
 
 static void add_row(const struct job *j)
@@ -237,9 +226,103 @@ static void add_row(const struct job *j)
 	status_view_free(&v);
 }
 
+static int view_cmp(const struct status_view *a, const struct status_view *b)
+{
+	struct status_key ka, kb;
+
+	status_key_of(a, &ka);
+	status_key_of(b, &kb);
+	return status_key_cmp(&ka, &kb);
+}
+
 static int row_cmp(const void *pa, const void *pb)
 {
-	return status_key_cmp(&((const struct row *)pa)->key, &((const struct row *)pb)->key);
+	return view_cmp(*(const struct status_view *const *)pa, *(const struct status_view *const *)pb);
+}
+
+/*
+ * The rows in status_key_cmp's order.  They come mostly sorted: the
+ * index gives queued/ in dispatch order, and what follows (running/,
+ * paused/, by ID) comes after it.  The sorted run they start with is
+ * kept as it is, the rest sorted (qsort) and merged into it.
+ */
+static void sort_rows(void)
+{
+	const struct status_view **tmp;
+	size_t p = 1, m, i, j, k;
+
+	if (!unsorted)
+		return;
+	while (p < nrows && view_cmp(rows[p - 1], rows[p]) <= 0)
+		p++;
+	if (p >= nrows)
+		return;
+	m = nrows - p;
+	if (m > 1)
+		qsort(rows + p, m, sizeof *rows, row_cmp);
+	if (view_cmp(rows[p - 1], rows[p]) <= 0)
+		return;
+	/* Merged from the end: the tail in TMP, the run moved up. */
+	tmp = xrealloc(NULL, m * sizeof *tmp);
+	memcpy(tmp, rows + p, m * sizeof *tmp);
+	for (i = p, j = m, k = nrows; j > 0; )
+		rows[--k] = i > 0 && view_cmp(rows[i - 1], tmp[j - 1]) > 0 ? rows[--i] : tmp[--j];
+	free(tmp);
+}
+
+/* ---- output ---------------------------------------------------------------- */
+
+/*
+ * What is printed is made in one buffer and written with fwrite in
+ * large pieces (stdio's own buffer is 4 KiB: 100,000 rows were 10,000
+ * writes).  KEEP: the whole text stays in it (the coloured table is
+ * made from it).
+ */
+static struct {
+	char *s;
+	size_t len, cap;
+	int keep;
+} out;
+
+#define OUT_CHUNK ((size_t)1 << 20)
+
+static void out_flush(void)
+{
+	if (out.len && !out.keep) {
+		fwrite(out.s, 1, out.len, stdout);
+		out.len = 0;
+	}
+}
+
+/* Room for N more bytes at out.s + out.len. */
+static void out_room(size_t n)
+{
+	if (out.cap - out.len >= n)
+		return;
+	out_flush();
+	if (out.cap - out.len < n) {
+		size_t cap = out.cap ? out.cap : OUT_CHUNK;
+
+		while (cap - out.len < n)
+			cap *= 2;
+		out.s = xrealloc(out.s, cap);
+		out.cap = cap;
+	}
+}
+
+static void out_add(const char *s, size_t n)
+{
+	out_room(n);
+	memcpy(out.s + out.len, s, n);
+	out.len += n;
+	if (out.len >= OUT_CHUNK)
+		out_flush();
+}
+
+static void out_free(void)
+{
+	free(out.s);
+	memset(&out, 0, sizeof out);
 }
 
 /* status_read's callbacks: a job to show, a record it cannot read. */
@@ -313,12 +396,12 @@ static void load_nodes(struct spool *sp, const struct config *c)
 
 static void print_json(void)
 {
-	fputs("{\"jobs\": [", stdout);
+	out_add("{\"jobs\": [", 10);
 	for (size_t i = 0; i < nrows; i++) {
-		fputs(i ? ",\n" : "\n", stdout);
-		fputs(rows[i].json, stdout);
-		cJSON_free(rows[i].json_own);
+		out_add(i ? ",\n" : "\n", i ? 2 : 1);
+		out_add(rows[i]->json, strlen(rows[i]->json));
 	}
+	out_flush();
 	fputs(nrows ? "\n],\n\"nodes\": [" : "],\n\"nodes\": [", stdout);
 	for (size_t i = 0; i < nnodes; i++) {
 		cJSON *o = cJSON_CreateObject();
@@ -423,45 +506,191 @@ static void print_coloured(const char *text, size_t len)
 	}
 }
 
+/* The table: bin/common.c's table_print of its cells, byte for byte,
+ * made without them (a table of 100,000 rows was 900,000 cells). */
+
+/* Characters (not bytes) of S, and its length in *LEN. */
+static size_t u8_width(const char *s, size_t *len)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n = 0;
+
+	for (; *p; p++)
+		n += (*p & 0xc0) != 0x80;
+	*len = (size_t)(p - (const unsigned char *)s);
+	return n;
+}
+
+/* "%lld" of V into BUF[24], at the end: its start. */
+static char *fmt_ll(char buf[24], long long v, size_t *len)
+{
+	char *p = buf + 24;
+	unsigned long long u = v < 0 ? 0 - (unsigned long long)v : (unsigned long long)v;
+
+	do
+		*--p = (char)('0' + u % 10);
+	while (u /= 10);
+	if (v < 0)
+		*--p = '-';
+	*len = (size_t)(buf + 24 - p);
+	return p;
+}
+
+/* AGE of a job: fmt_age of its age, made once for each second (rows
+ * of one second in a row share it). */
+static const char *age_of(const struct status_view *v)
+{
+	static char age[32];
+	static long long last = -1;
+	long long ms = now - v->since, s;
+
+	if (!v->since)
+		return "-";
+	s = ms > 0 ? ms / 1000 : 0;
+	if (s != last) {
+		fmt_age(age, sizeof age, ms);
+		last = s;
+	}
+	return age;
+}
+
+struct cells {
+	const char *s[NCOL];
+	size_t len[NCOL], w[NCOL];
+	char num[3][24];
+};
+
+/* The cells of a row (header: V NULL), but NAME when !NAMED; widths
+ * (in characters) for all but the last. */
+static void cells_of(const struct status_view *v, int named, struct cells *c)
+{
+	size_t k;
+
+	if (!v) {
+		for (k = 0; k < NCOL; k++)
+			c->s[k] = header[k];
+	} else {
+		c->s[C_ID] = fmt_ll(c->num[0], v->id, &c->len[C_ID]);
+		c->s[C_STATE] = v->staged ? "staged" : job_state_name(v->state);
+		c->s[C_PRIO] = fmt_ll(c->num[1], v->priority, &c->len[C_PRIO]);
+		c->s[C_NODE] = v->node;
+		c->s[C_GPUS] = v->gpus;
+		c->s[C_ATT] = fmt_ll(c->num[2], v->natt, &c->len[C_ATT]);
+		c->s[C_AGE] = age_of(v);
+		c->s[C_NAME] = v->name;
+		c->s[C_CMD] = v->command;
+	}
+	if (!named)
+		c->s[C_NAME] = c->s[C_CMD];
+	for (k = 0; k < NCOL - !named; k++) {
+		if (v && (k == C_ID || k == C_PRIO || k == C_ATT)) {
+			c->w[k] = c->len[k];    /* digits */
+		} else if (k + 1 < NCOL - !named) {
+			c->w[k] = u8_width(c->s[k], &c->len[k]);
+		} else {
+			c->len[k] = strlen(c->s[k]);
+			c->w[k] = 0;            /* the last: not padded */
+		}
+	}
+}
+
+static const char spaces[] = "                                                                ";
+
+static void pad(char **p, size_t n)
+{
+	while (n) {
+		size_t k = n < sizeof spaces - 1 ? n : sizeof spaces - 1;
+
+		memcpy(*p, spaces, k);
+		*p += k;
+		n -= k;
+	}
+}
+
+/* One line of the table: columns W wide (the last not padded), those
+ * in RIGHT right-aligned, two spaces apart, cut to WIDTH characters
+ * (> 0), trailing spaces dropped. */
+static void put_line(const struct cells *c, size_t ncol, const size_t *w, unsigned right, int width)
+{
+	size_t need = 1, len;
+	char *p, *line;
+
+	for (size_t k = 0; k < ncol; k++)
+		need += 2 + w[k] + c->len[k];
+	out_room(need);
+	p = line = out.s + out.len;
+	for (size_t k = 0; k < ncol; k++) {
+		size_t n = w[k] - c->w[k];
+		int r = (right >> k) & 1, last = k + 1 == ncol;
+
+		if (k) {
+			*p++ = ' ';
+			*p++ = ' ';
+		}
+		if (r)
+			pad(&p, n);
+		memcpy(p, c->s[k], c->len[k]);
+		p += c->len[k];
+		if (!r && !last)
+			pad(&p, n);
+	}
+	len = (size_t)(p - line);
+	if (width > 0) {
+		size_t chars = 0, i;
+
+		for (i = 0; i < len; i++)
+			if (((unsigned char)line[i] & 0xc0) != 0x80 && ++chars > (size_t)width)
+				break;
+		len = i;
+	}
+	while (len && line[len - 1] == ' ')
+		len--;
+	line[len++] = '\n';
+	out.len += len;
+	if (out.len >= OUT_CHUNK)
+		out_flush();
+}
+
+/* The widths of the columns but the last (COMMAND), and whether any
+ * job has a name, over the rows (table_note: each as it is added). */
+static size_t colw[NCOL];
+static int named;
+
+static void table_note(const struct status_view *v)
+{
+	struct cells c;
+
+	named |= strcmp(v->name, "-") != 0;
+	cells_of(v, 1, &c);
+	for (size_t k = 0; k < C_CMD; k++)
+		if (c.w[k] > colw[k])
+			colw[k] = c.w[k];
+}
+
 static void print_table(void)
 {
-	struct table t;
-	int named = 0;
-	size_t ncol = NCOL;
-
-	/* The NAME column only when some job shown has a name. */
-	for (size_t i = 0; i < nrows; i++)
-		named |= strcmp(rows[i].cell[C_NAME], "-") != 0;
-	if (!named)
-		ncol--;
 	/* ID, PRIO and ATT right-aligned. */
-	table_init(&t, ncol, 1u << C_ID | 1u << C_PRIO | 1u << C_ATT);
+	unsigned right = 1u << C_ID | 1u << C_PRIO | 1u << C_ATT;
+	/* The NAME column only when some job shown has a name. */
+	size_t ncol = named ? NCOL : NCOL - 1;
+	int width = term_width(), colour = use_colour();
+	struct cells c;
+
+	cells_of(NULL, named, &c);
+	for (size_t k = 0; k + 1 < ncol; k++)
+		if (c.w[k] > colw[k])
+			colw[k] = c.w[k];
+	out.keep = colour;
 	for (size_t i = 0; i <= nrows; i++) {
-		const char *cells[NCOL];
-		const char *const *src = i ? (const char *const *)rows[i - 1].cell : header;
-
-		for (size_t k = 0, m = 0; k < NCOL; k++)
-			if (named || k != C_NAME)
-				cells[m++] = src[k];
-		table_row_ref(&t, cells);
+		cells_of(i ? rows[i - 1] : NULL, named, &c);
+		put_line(&c, ncol, colw, right, width);
 	}
-	if (use_colour()) {
-		char *text = NULL;
-		size_t len = 0;
-		FILE *mem = open_memstream(&text, &len);
-
-		if (!mem)
-			die(EX_OSERR_, "%s", strerror(errno));
-		table_print(&t, mem, term_width());
-		if (fclose(mem) != 0)
-			die(EX_OSERR_, "%s", strerror(errno));
-		print_coloured(text, len);
-		free(text);
-	} else {
-		table_print(&t, stdout, term_width());
+	if (colour) {
+		print_coloured(out.s, out.len);
+		out.len = 0;
+		out.keep = 0;
 	}
-	table_free(&t);
-	arena_free();
+	out_flush();
 }
 
 int main(int argc, char **argv)
@@ -524,7 +753,7 @@ int main(int argc, char **argv)
 			die_err(&err);
 	}
 	if (optind == argc && nrows > 1)
-		qsort(rows, nrows, sizeof *rows, row_cmp);
+		sort_rows();
 	if (have_spool)
 		load_nodes(&sp, &c);
 
@@ -539,7 +768,11 @@ int main(int argc, char **argv)
 		       rd.foreign, rd.foreign == 1 ? "" : "s", sp.path, rd.foreign == 1 ? "s" : "",
 		       rd.foreign == 1 ? "it" : "them");
 	finish_stdout();
+	for (size_t i = 0; i < nrows; i++)
+		cJSON_free(rows[i]->own[4]);
 	free(rows);
+	out_free();
+	arena_free();
 	status_read_free(&rd);
 	node_status_free(nodes, nnodes);
 	if (have_spool)

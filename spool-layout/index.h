@@ -49,10 +49,12 @@ struct spool_index {
 	char *buf;              /* the file (or its part read); entries point into it */
 	size_t len, mapped;
 	struct index_ent *e;    /* in the order of their queued/ names */
-	size_t n;
+	size_t n, e_mapped;     /* e_mapped: E's mapping's size (0: malloc'd) */
 	struct index_key queued, done;  /* what it was made for */
 	int has_done;           /* done is known (in_done exact while done/ is as then) */
 	int done_fresh;         /* index_read: done/ is as it was then */
+	int ascending;          /* the IDs ascend from line to line (none twice) */
+	size_t n_in_done;       /* lines with in_done */
 };
 
 /* Parse queued.idx text BUF[0..LEN) (NUL-terminated at LEN; decoded in

@@ -25,7 +25,7 @@ struct ent {
 	long long id;
 	enum spool_dir dir;
 	char *name;             /* owned unless IX */
-	const struct index_ent *ix;     /* queued/ as the index has it */
+	struct index_ent *ix;   /* queued/ as the index has it */
 	int dead;
 };
 
@@ -34,6 +34,8 @@ struct reading {
 	struct status_read *r;
 	struct ent *e;
 	size_t n, cap;
+	int indexed;            /* queued/ is the index's (R->ix) */
+	unsigned char *shared;  /* per line of the index: it is among E */
 };
 
 static int oom(struct cb_err *err)
@@ -138,7 +140,7 @@ static int add_ent(struct reading *g, long long id, enum spool_dir d, const char
 }
 
 /* A line of the index, standing for queued/NAME. */
-static int add_ix_ent(struct reading *g, const struct index_ent *x)
+static int add_ix_ent(struct reading *g, struct index_ent *x)
 {
 	struct ent *e = new_ent(g);
 
@@ -171,7 +173,77 @@ static int ent_cmp(const void *pa, const void *pb)
 	return (a->dir > b->dir) - (a->dir < b->dir);
 }
 
-/* Step 1: the listings, in the order of the flow of jobs. */
+static int id_cmp(const void *pa, const void *pb)
+{
+	long long a = *(const long long *)pa, b = *(const long long *)pb;
+
+	return (a > b) - (a < b);
+}
+
+/* A job ID in the sorted S[0..N)? */
+static int id_in(const long long *s, size_t n, long long id)
+{
+	return n && bsearch(&id, s, n, sizeof *s, id_cmp) != NULL;
+}
+
+/* The IDs given by two or more lines of the index (two names of one
+ * job in queued/, to be grouped as any other two), sorted, into *DUPS
+ * (malloc'd, or NULL when none).  An index whose IDs ascend has none
+ * (in name order they do within a priority: one priority, the usual
+ * case); otherwise a table of the IDs finds them.  0, or -1 (ENOMEM). */
+static int index_dups(const struct spool_index *ix, long long **dups, size_t *ndups)
+{
+	size_t cap = 16, mask, n = 0;
+	long long *t, *d = NULL;
+
+	*dups = NULL;
+	*ndups = 0;
+	if (ix->ascending)
+		return 0;
+	while (cap < 2 * ix->n)
+		cap *= 2;
+	mask = cap - 1;
+	if (!(t = calloc(cap, sizeof *t)))      /* 0: free (an ID is >= 1) */
+		return -1;
+	for (size_t i = 0; i < ix->n; i++) {
+		long long id = ix->e[i].id;
+		size_t h = (size_t)(((unsigned long long)id * 0x9e3779b97f4a7c15ull) >> 32) & mask;
+
+		while (t[h] && t[h] != id)
+			h = (h + 1) & mask;
+		if (!t[h]) {
+			t[h] = id;
+			continue;
+		}
+		/* A second line of ID (a third too adds it again: harmless). */
+		if (n % 16 == 0) {
+			long long *v = realloc(d, (n + 16) * sizeof *v);
+
+			if (!v) {
+				free(t);
+				free(d);
+				return -1;
+			}
+			d = v;
+		}
+		d[n++] = id;
+	}
+	free(t);
+	if (n)
+		qsort(d, n, sizeof *d, id_cmp);
+	*dups = d;
+	*ndups = n;
+	return 0;
+}
+
+/*
+ * Step 1: the listings, in the order of the flow of jobs.  The lines
+ * of the index are not copied into G's entries: only those whose job
+ * ID has another name too (another directory, a done/ copy, a second
+ * line) are, to be grouped; the others are alone in their group and
+ * are shown as they are, in the index's order (G->SHARED marks which
+ * are not).
+ */
 static int list(struct reading *g, struct cb_err *err)
 {
 	/* queued/ before running/: a job moving queued -> running between
@@ -183,6 +255,9 @@ static int list(struct reading *g, struct cb_err *err)
 	struct status_read *r = g->r;
 	struct spool *sp = g->sp;
 	size_t nlisted;
+	long long *ids = NULL, *dups = NULL;
+	size_t nids = 0, ndups = 0;
+	int rc = -1;
 
 	for (size_t k = 0; k < sizeof dirs / sizeof dirs[0]; k++) {
 		enum spool_dir d = dirs[k];
@@ -194,9 +269,7 @@ static int list(struct reading *g, struct cb_err *err)
 		if (d == SD_DONE && !r->all)
 			continue;
 		if (d == SD_QUEUED && index_read(sp, r->with_json, &r->ix) == 1) {
-			for (size_t i = 0; i < r->ix.n; i++)
-				if (add_ix_ent(g, &r->ix.e[i]) < 0)
-					return oom(err);
+			g->indexed = 1;
 			continue;
 		}
 		if (spool_list(sp, d, &names, &n) < 0)
@@ -235,22 +308,61 @@ static int list(struct reading *g, struct cb_err *err)
 	 * job shown, rather than a listing of the whole history. */
 	nlisted = g->n;
 	for (size_t i = 0; !r->all && i < nlisted; i++) {
-		/* done/ as it was when the index was made: it says which
-		 * of its jobs have a copy there. */
-		int fresh = g->e[i].ix && r->ix.done_fresh, bad;
 		char *pn;
+		int bad;
 
-		if (fresh && !g->e[i].ix->in_done)
-			continue;
 		if (!(pn = name_plain(g->e[i].id)))
 			return oom(err);
-		bad = (fresh || faccessat(sp->dir[SD_DONE], pn, F_OK, AT_SYMLINK_NOFOLLOW) == 0) &&
+		bad = faccessat(sp->dir[SD_DONE], pn, F_OK, AT_SYMLINK_NOFOLLOW) == 0 &&
 		      add_ent(g, g->e[i].id, SD_DONE, pn) < 0;
 		free(pn);
 		if (bad)
 			return oom(err);
 	}
-	return 0;
+	/* The index's lines: which share their job ID with another name.
+	 * None, when nothing else was listed, no ID is there twice and
+	 * done/ is as it was, with no copy of any. */
+	if (!g->indexed || (g->n == 0 && r->ix.ascending &&
+			    (r->all || (r->ix.done_fresh && r->ix.n_in_done == 0))))
+		return 0;
+	if (!(g->shared = calloc(r->ix.n ? r->ix.n : 1, 1)) ||
+	    !(ids = malloc((g->n ? g->n : 1) * sizeof *ids)) || index_dups(&r->ix, &dups, &ndups) < 0)
+		goto out;
+	for (size_t i = 0; i < g->n; i++)
+		ids[nids++] = g->e[i].id;
+	if (nids > 1)
+		qsort(ids, nids, sizeof *ids, id_cmp);
+	nlisted = r->ix.n;
+	for (size_t i = 0; i < nlisted; i++) {
+		struct index_ent *x = &r->ix.e[i];
+		/* done/ as it was when the index was made: it says which
+		 * of its jobs have a copy there. */
+		int done = r->all ? 0 : r->ix.done_fresh ? x->in_done : -1, bad;
+		char *pn = NULL;
+
+		if (done < 0) {
+			if (!(pn = name_plain(x->id)))
+				goto out;
+			done = faccessat(sp->dir[SD_DONE], pn, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+		}
+		if (!done && !id_in(ids, nids, x->id) && !id_in(dups, ndups, x->id)) {
+			free(pn);
+			continue;
+		}
+		g->shared[i] = 1;
+		bad = add_ix_ent(g, x) < 0;
+		if (!bad && done && !pn)
+			bad = !(pn = name_plain(x->id));
+		bad = bad || (done && add_ent(g, x->id, SD_DONE, pn) < 0);
+		free(pn);
+		if (bad)
+			goto out;
+	}
+	rc = 0;
+out:
+	free(ids);
+	free(dups);
+	return rc < 0 ? oom(err) : 0;
 }
 
 /* Step 2 for the entries [B, END) of one job ID. */
@@ -321,10 +433,8 @@ static int show(struct reading *g, const struct ent *e, struct cb_err *err)
 	if (e->dead || (e->dir == SD_DONE && !r->all))
 		return 0;
 	if (summarised(e)) {
-		struct status_view v = e->ix->v;
-
-		if (shown(r, v.state))
-			r->job(r->arg, &v, 1);
+		if (shown(r, e->ix->v.state))
+			r->job(r->arg, &e->ix->v, 1);
 		return 0;
 	}
 	k = load_ent(g, e, &j);
@@ -339,10 +449,25 @@ static int show(struct reading *g, const struct ent *e, struct cb_err *err)
 
 int status_read(struct spool *sp, struct status_read *r, struct cb_err *err)
 {
-	struct reading g = { sp, r, NULL, 0, 0 };
+	struct reading g = { sp, r, NULL, 0, 0, 0, NULL };
 	int rc = list(&g, err);
 
-	if (rc == 0 && g.n)
+	/* The index's lines alone in their group, in its order (dispatch
+	 * order), as they are: the view itself is given (it lasts). */
+	for (size_t i = 0; rc == 0 && g.indexed && i < r->ix.n; i++) {
+		struct index_ent *x = &r->ix.e[i];
+		struct ent e = { x->id, SD_QUEUED, (char *)x->name, x, 0 };
+
+		if (g.shared && g.shared[i])
+			continue;
+		if (!x->raw) {
+			if (shown(r, x->v.state))
+				r->job(r->arg, &x->v, 1);
+		} else {
+			rc = show(&g, &e, err);
+		}
+	}
+	if (rc == 0 && g.n > 1)
 		qsort(g.e, g.n, sizeof *g.e, ent_cmp);
 	for (size_t b = 0, end; rc == 0 && b < g.n; b = end) {
 		for (end = b; end < g.n && g.e[end].id == g.e[b].id; end++)
@@ -355,6 +480,7 @@ int status_read(struct spool *sp, struct status_read *r, struct cb_err *err)
 		if (!g.e[i].ix)
 			free(g.e[i].name);
 	free(g.e);
+	free(g.shared);
 	return rc;
 }
 

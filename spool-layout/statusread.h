@@ -21,8 +21,8 @@ struct status_read {
 	int with_json;          /* views with their --json element */
 	/* Each job to show, as it is read: V is the callee's to take from
 	 * (what it moves out of V->own is then its own), for the call
-	 * only unless STABLE (V's strings are the index's: they last until
-	 * status_read_free). */
+	 * only unless STABLE (V is the index's, its strings too: it lasts
+	 * until status_read_free, and owns nothing). */
 	void (*job)(void *arg, struct status_view *v, int stable);
 	/* A record that cannot be read, which is not shown (the others
 	 * are): E's line (NULL: out of memory). */
@@ -54,7 +54,9 @@ struct status_read {
  *
  * The order of the listings follows the flow of jobs, so that a job
  * that moves while it is read is seen once or twice (and deduplicated),
- * never not at all.  0, or -1 with ERR (a directory that cannot be
+ * never not at all.  The jobs are given in no order the caller can
+ * count on (status_key_cmp is status's): in practice the index's lines
+ * first, in its order (dispatch order), then the rest by ID.  0, or -1 with ERR (a directory that cannot be
  * listed, out of memory); what R->job got stands.
  */
 int status_read(struct spool *sp, struct status_read *r, struct cb_err *err);
