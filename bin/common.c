@@ -256,75 +256,173 @@ char *fmt_time(long long ms)
 
 /* ---- tables --------------------------------------------------------------- */
 
-/* Characters (not bytes) in UTF-8 text. */
-static size_t u8_width(const char *s)
+/* Characters (not bytes) in the N bytes of UTF-8 text at S. */
+static size_t u8_chars(const char *s, size_t n)
 {
-	size_t n = 0;
+	const unsigned char *p = (const unsigned char *)s;
+	size_t c = 0;
 
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-		if ((*p & 0xc0) != 0x80)
-			n++;
-	return n;
+	for (size_t i = 0; i < n; i++)
+		c += (p[i] & 0xc0) != 0x80;
+	return c;
+}
+
+/* Characters in the UTF-8 string S, and its length in *LEN. */
+static size_t u8_scan(const char *s, size_t *len)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t c = 0;
+
+	for (; *p; p++)
+		c += (*p & 0xc0) != 0x80;
+	*len = (size_t)(p - (const unsigned char *)s);
+	return c;
+}
+
+void table_cols_init(struct table_cols *c, size_t ncol, unsigned right)
+{
+	if (ncol > TABLE_MAXCOL)
+		die(EX_SOFTWARE_, "a table of %zu columns (at most %d)", ncol, TABLE_MAXCOL);
+	memset(c, 0, sizeof *c);
+	c->ncol = ncol;
+	c->right = right;
+}
+
+/* Whether column K's width is used: all but the last, and the last
+ * when right-aligned. */
+static int col_counts(const struct table_cols *c, size_t k)
+{
+	return k + 1 < c->ncol || ((c->right >> k) & 1);
+}
+
+void table_cols_widen(struct table_cols *c, const char *const *cells, const size_t *lens)
+{
+	for (size_t k = 0; k < c->ncol && col_counts(c, k); k++) {
+		size_t n, w;
+
+		if (!lens)
+			w = u8_scan(cells[k], &n);
+		else if ((n = lens[k]) > c->w[k])      /* no wider in characters than in bytes */
+			w = u8_chars(cells[k], n);
+		else
+			continue;
+		if (w > c->w[k])
+			c->w[k] = w;
+	}
+}
+
+/* N spaces at P; the end of them. */
+static char *pad(char *p, size_t n)
+{
+	static const char sp[] = "                                                                ";
+
+	while (n) {
+		size_t k = n < sizeof sp - 1 ? n : sizeof sp - 1;
+
+		memcpy(p, sp, k);
+		p += k;
+		n -= k;
+	}
+	return p;
+}
+
+int table_cols_line(const struct table_cols *c, const char *const *cells, const size_t *lens,
+		    int width, struct sbuf *b)
+{
+	size_t len[TABLE_MAXCOL], fill[TABLE_MAXCOL], need = 2, n; /* the newline, a NUL */
+	char *line, *p;
+
+	/* What each cell takes: its bytes, and the spaces that pad it. */
+	for (size_t k = 0; k < c->ncol; k++) {
+		size_t w = 0;
+
+		if (!col_counts(c, k))
+			len[k] = lens ? lens[k] : strlen(cells[k]);
+		else if (lens)
+			w = u8_chars(cells[k], len[k] = lens[k]);
+		else
+			w = u8_scan(cells[k], &len[k]);
+		fill[k] = c->w[k] > w ? c->w[k] - w : 0;
+		need += 2 + fill[k] + len[k];
+	}
+	if (b->cap - b->len < need) {
+		size_t cap = b->cap ? b->cap : 256;
+
+		while (cap - b->len < need)
+			if ((cap *= 2) > SIZE_MAX / 4) {
+				errno = ENOMEM;
+				return -1;
+			}
+		if (!(p = realloc(b->s, cap)))
+			return -1;
+		b->s = p;
+		b->cap = cap;
+	}
+	p = line = b->s + b->len;
+	for (size_t k = 0; k < c->ncol; k++) {
+		int right = (c->right >> k) & 1;
+
+		if (k) {
+			*p++ = ' ';
+			*p++ = ' ';
+		}
+		if (right)
+			p = pad(p, fill[k]);
+		memcpy(p, cells[k], len[k]);
+		p += len[k];
+		if (!right && k + 1 < c->ncol)
+			p = pad(p, fill[k]);
+	}
+	n = (size_t)(p - line);
+	/* Cut to WIDTH characters (none to cut when the bytes fit). */
+	if (width > 0 && n > (size_t)width) {
+		size_t chars = 0, i;
+
+		for (i = 0; i < n; i++)
+			if (((unsigned char)line[i] & 0xc0) != 0x80 && ++chars > (size_t)width)
+				break;
+		n = i;
+	}
+	while (n && line[n - 1] == ' ')
+		n--;
+	line[n++] = '\n';
+	line[n] = '\0';
+	b->len += n;
+	return 0;
 }
 
 void table_init(struct table *t, size_t ncol, unsigned right)
 {
 	memset(t, 0, sizeof *t);
-	t->ncol = ncol;
-	t->right = right;
-	if (!(t->w = calloc(ncol, sizeof *t->w)))
-		die(EX_OSERR_, "%s", strerror(ENOMEM));
+	table_cols_init(&t->cols, ncol, right);
 }
 
 void table_row_own(struct table *t, char **cells)
 {
+	size_t ncol = t->cols.ncol;
+
 	if (t->nrow == t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 64;
 		char **c;
 
-		if (cap > SIZE_MAX / t->ncol / sizeof *c ||
-		    !(c = realloc(t->cell, cap * t->ncol * sizeof *c)))
+		if (cap > SIZE_MAX / ncol / sizeof *c || !(c = realloc(t->cell, cap * ncol * sizeof *c)))
 			die(EX_OSERR_, "%s", strerror(ENOMEM));
 		t->cell = c;
 		t->cap = cap;
 	}
-	for (size_t i = 0; i < t->ncol; i++) {
-		size_t w;
-
-		t->cell[t->nrow * t->ncol + i] = cells[i];
-		if ((w = u8_width(cells[i])) > t->w[i])
-			t->w[i] = w;
-	}
+	memcpy(t->cell + t->nrow * ncol, cells, ncol * sizeof *cells);
+	table_cols_widen(&t->cols, (const char *const *)cells, NULL);
 	t->nrow++;
 }
 
 void table_row(struct table *t, const char *const *cells)
 {
-	char *own[64], **v = t->ncol <= 64 ? own : calloc(t->ncol, sizeof *v);
+	char *v[TABLE_MAXCOL];
 
-	if (!v)
-		die(EX_OSERR_, "%s", strerror(ENOMEM));
-	for (size_t i = 0; i < t->ncol; i++)
+	for (size_t i = 0; i < t->cols.ncol; i++)
 		if (!(v[i] = strdup(cells[i] ? cells[i] : "")))
 			die(EX_OSERR_, "%s", strerror(ENOMEM));
 	table_row_own(t, v);
-	if (v != own)
-		free(v);
-}
-
-/* N spaces onto B. */
-static int pad(struct sbuf *b, size_t n)
-{
-	static const char sp[] = "                                ";
-
-	while (n) {
-		size_t k = n < sizeof sp - 1 ? n : sizeof sp - 1;
-
-		if (sbuf_add(b, sp, k) < 0)
-			return -1;
-		n -= k;
-	}
-	return 0;
 }
 
 void table_print(const struct table *t, FILE *fp, int width)
@@ -333,30 +431,10 @@ void table_print(const struct table *t, FILE *fp, int width)
 
 	for (size_t r = 0; r < t->nrow; r++) {
 		line.len = 0;
-		for (size_t i = 0; i < t->ncol; i++) {
-			const char *s = t->cell[r * t->ncol + i];
-			size_t n = t->w[i] - u8_width(s);
-			int last = i + 1 == t->ncol;
-			int right = (t->right >> i) & 1;
-
-			if ((i && sbuf_add(&line, "  ", 2) < 0) ||
-			    (right && pad(&line, n) < 0) ||
-			    sbuf_add(&line, s, strlen(s)) < 0 ||
-			    (!right && !last && pad(&line, n) < 0))
-				die(EX_OSERR_, "%s", strerror(ENOMEM));
-		}
-		if (width > 0) {
-			size_t chars = 0, i;
-
-			for (i = 0; i < line.len; i++)
-				if (((unsigned char)line.s[i] & 0xc0) != 0x80 && ++chars > (size_t)width)
-					break;
-			line.len = i;
-		}
-		while (line.len && line.s[line.len - 1] == ' ')
-			line.len--;
+		if (table_cols_line(&t->cols, (const char *const *)t->cell + r * t->cols.ncol, NULL, width,
+				    &line) < 0)
+			die(EX_OSERR_, "%s", strerror(ENOMEM));
 		fwrite(line.s, 1, line.len, fp);
-		putc('\n', fp);
 	}
 	sbuf_free(&line);
 }
@@ -369,10 +447,9 @@ void table_row_ref(struct table *t, const char *const *cells)
 
 void table_free(struct table *t)
 {
-	for (size_t i = 0; !t->borrowed && i < t->nrow * t->ncol; i++)
+	for (size_t i = 0; !t->borrowed && i < t->nrow * t->cols.ncol; i++)
 		free(t->cell[i]);
 	free(t->cell);
-	free(t->w);
 	memset(t, 0, sizeof *t);
 }
 

@@ -125,21 +125,50 @@ char *fmt_time(long long ms);
 
 /*
  * Aligned columns for the human views: a header row, then rows of
- * strings (copied); every column but the last is padded to its widest
- * cell (counted in UTF-8 characters) and separated by two spaces;
- * columns flagged in RIGHT (bit i = column i) are right-aligned.  With
- * WIDTH > 0 each line is cut to WIDTH characters (the last column is
- * the one that loses).
+ * strings; every column but the last is padded to its widest cell
+ * (counted in UTF-8 characters) and separated by two spaces; columns
+ * flagged in RIGHT (bit i = column i) are right-aligned (a right-aligned
+ * last column is padded too).  With WIDTH > 0 each line is cut to WIDTH
+ * characters (the last column is the one that loses); trailing spaces
+ * are dropped.
+ *
+ * The rules are table_cols's alone.  A table whose rows are at hand
+ * twice -- once to widen the columns, once to print -- uses it without
+ * keeping them (status's 100,000 rows: table_cols_widen as each row is
+ * read, table_cols_line into its own buffer when all are); struct table
+ * keeps its rows and does both (table_print).
  */
-struct table {
-	size_t ncol, nrow, cap;
+#define TABLE_MAXCOL 32
+struct table_cols {
+	size_t ncol;
 	unsigned right;
-	char **cell;            /* nrow * ncol */
-	size_t *w;
+	size_t w[TABLE_MAXCOL];     /* widest cell of each column, in characters */
+};
+/* NCOL columns (at most TABLE_MAXCOL), none wide yet. */
+void table_cols_init(struct table_cols *c, size_t ncol, unsigned right);
+/* Widen the columns to a row's cells: NCOL strings, LENS[i] bytes each
+ * (NULL: strlen).  The last column counts only when right-aligned; when
+ * not, its cell (and its LENS) is never read.  NCOL may be lowered
+ * between rows and lines: the columns past it are not shown, and the
+ * new last one's width is not used unless it is right-aligned. */
+void table_cols_widen(struct table_cols *c, const char *const *cells, const size_t *lens);
+/* One line of the table, its newline included, added to B (grown as
+ * needed, and NUL-terminated as sbuf_add leaves it); -1 on ENOMEM.
+ * CELLS and LENS as for table_cols_widen, the columns widened with them
+ * (a cell wider than its column is not padded). */
+int table_cols_line(const struct table_cols *c, const char *const *cells, const size_t *lens,
+		    int width, struct sbuf *b);
+
+/* A table that keeps its rows until table_print. */
+struct table {
+	struct table_cols cols;
+	size_t nrow, cap;
+	char **cell;            /* nrow * cols.ncol */
 	int borrowed;           /* cells are the caller's (table_row_ref) */
 };
+/* Exits 70 when NCOL is over TABLE_MAXCOL. */
 void table_init(struct table *t, size_t ncol, unsigned right);
-/* NCOL strings, copied; exits 71 on ENOMEM. */
+/* NCOL strings (NULL: ""), copied; exits 71 on ENOMEM. */
 void table_row(struct table *t, const char *const *cells);
 /* NCOL malloc'd strings, which the table now owns. */
 void table_row_own(struct table *t, char **cells);

@@ -275,20 +275,17 @@ static void sort_rows(void)
 /*
  * What is printed is made in one buffer and written with fwrite in
  * large pieces (stdio's own buffer is 4 KiB: 100,000 rows were 10,000
- * writes).  KEEP: the whole text stays in it (the coloured table is
- * made from it).
+ * writes).  OUT_KEEP: the whole text stays in it (the coloured table
+ * is made from it).
  */
-static struct {
-	char *s;
-	size_t len, cap;
-	int keep;
-} out;
+static struct sbuf out;
+static int out_keep;
 
 #define OUT_CHUNK ((size_t)1 << 20)
 
 static void out_flush(void)
 {
-	if (out.len && !out.keep) {
+	if (out.len && !out_keep) {
 		fwrite(out.s, 1, out.len, stdout);
 		out.len = 0;
 	}
@@ -321,8 +318,7 @@ static void out_add(const char *s, size_t n)
 
 static void out_free(void)
 {
-	free(out.s);
-	memset(&out, 0, sizeof out);
+	sbuf_free(&out);
 }
 
 /* status_read's callbacks: a job to show, a record it cannot read. */
@@ -506,23 +502,12 @@ static void print_coloured(const char *text, size_t len)
 	}
 }
 
-/* The table: bin/common.c's table_print of its cells, byte for byte,
- * made without them (a table of 100,000 rows was 900,000 cells). */
+/* The table: common.c's (table_cols), its columns widened as each row
+ * is added (table_note) and its lines made into the output buffer, with
+ * no cell kept (a table of 100,000 rows was 900,000 cells). */
 
-/* Characters (not bytes) of S, and its length in *LEN. */
-static size_t u8_width(const char *s, size_t *len)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	size_t n = 0;
-
-	for (; *p; p++)
-		n += (*p & 0xc0) != 0x80;
-	*len = (size_t)(p - (const unsigned char *)s);
-	return n;
-}
-
-/* "%lld" of V into BUF[24], at the end: its start. */
-static char *fmt_ll(char buf[24], long long v, size_t *len)
+/* "%lld" of V into BUF[25], at the end: its start. */
+static char *fmt_ll(char buf[25], long long v)
 {
 	char *p = buf + 24;
 	unsigned long long u = v < 0 ? 0 - (unsigned long long)v : (unsigned long long)v;
@@ -532,7 +517,7 @@ static char *fmt_ll(char buf[24], long long v, size_t *len)
 	while (u /= 10);
 	if (v < 0)
 		*--p = '-';
-	*len = (size_t)(buf + 24 - p);
+	buf[24] = '\0';
 	return p;
 }
 
@@ -556,104 +541,36 @@ static const char *age_of(const struct status_view *v)
 
 struct cells {
 	const char *s[NCOL];
-	size_t len[NCOL], w[NCOL];
-	char num[3][24];
+	char num[3][25];
 };
 
-/* The cells of a row (header: V NULL), but NAME when !NAMED; widths
- * (in characters) for all but the last. */
+/* The cells of a row (header: V NULL); when !NAMED, COMMAND in NAME's
+ * place (the last of NCOL - 1). */
 static void cells_of(const struct status_view *v, int named, struct cells *c)
 {
-	size_t k;
-
 	if (!v) {
-		for (k = 0; k < NCOL; k++)
-			c->s[k] = header[k];
+		memcpy(c->s, header, sizeof c->s);
 	} else {
-		c->s[C_ID] = fmt_ll(c->num[0], v->id, &c->len[C_ID]);
+		c->s[C_ID] = fmt_ll(c->num[0], v->id);
 		c->s[C_STATE] = v->staged ? "staged" : job_state_name(v->state);
-		c->s[C_PRIO] = fmt_ll(c->num[1], v->priority, &c->len[C_PRIO]);
+		c->s[C_PRIO] = fmt_ll(c->num[1], v->priority);
 		c->s[C_NODE] = v->node;
 		c->s[C_GPUS] = v->gpus;
-		c->s[C_ATT] = fmt_ll(c->num[2], v->natt, &c->len[C_ATT]);
+		c->s[C_ATT] = fmt_ll(c->num[2], v->natt);
 		c->s[C_AGE] = age_of(v);
 		c->s[C_NAME] = v->name;
 		c->s[C_CMD] = v->command;
 	}
 	if (!named)
 		c->s[C_NAME] = c->s[C_CMD];
-	for (k = 0; k < NCOL - !named; k++) {
-		if (v && (k == C_ID || k == C_PRIO || k == C_ATT)) {
-			c->w[k] = c->len[k];    /* digits */
-		} else if (k + 1 < NCOL - !named) {
-			c->w[k] = u8_width(c->s[k], &c->len[k]);
-		} else {
-			c->len[k] = strlen(c->s[k]);
-			c->w[k] = 0;            /* the last: not padded */
-		}
-	}
 }
 
-static const char spaces[] = "                                                                ";
-
-static void pad(char **p, size_t n)
-{
-	while (n) {
-		size_t k = n < sizeof spaces - 1 ? n : sizeof spaces - 1;
-
-		memcpy(*p, spaces, k);
-		*p += k;
-		n -= k;
-	}
-}
-
-/* One line of the table: columns W wide (the last not padded), those
- * in RIGHT right-aligned, two spaces apart, cut to WIDTH characters
- * (> 0), trailing spaces dropped. */
-static void put_line(const struct cells *c, size_t ncol, const size_t *w, unsigned right, int width)
-{
-	size_t need = 1, len;
-	char *p, *line;
-
-	for (size_t k = 0; k < ncol; k++)
-		need += 2 + w[k] + c->len[k];
-	out_room(need);
-	p = line = out.s + out.len;
-	for (size_t k = 0; k < ncol; k++) {
-		size_t n = w[k] - c->w[k];
-		int r = (right >> k) & 1, last = k + 1 == ncol;
-
-		if (k) {
-			*p++ = ' ';
-			*p++ = ' ';
-		}
-		if (r)
-			pad(&p, n);
-		memcpy(p, c->s[k], c->len[k]);
-		p += c->len[k];
-		if (!r && !last)
-			pad(&p, n);
-	}
-	len = (size_t)(p - line);
-	if (width > 0) {
-		size_t chars = 0, i;
-
-		for (i = 0; i < len; i++)
-			if (((unsigned char)line[i] & 0xc0) != 0x80 && ++chars > (size_t)width)
-				break;
-		len = i;
-	}
-	while (len && line[len - 1] == ' ')
-		len--;
-	line[len++] = '\n';
-	out.len += len;
-	if (out.len >= OUT_CHUNK)
-		out_flush();
-}
-
-/* The widths of the columns but the last (COMMAND), and whether any
- * job has a name, over the rows (table_note: each as it is added). */
-static size_t colw[NCOL];
+/* The columns: all NCOL while rows are added (COMMAND, the last, does
+ * not count), the NAME column dropped at the end when no job shown has
+ * a name.  ID, PRIO and ATT right-aligned. */
+static struct table_cols cols = {
+	.ncol = NCOL, .right = 1u << C_ID | 1u << C_PRIO | 1u << C_ATT,
+};
 static int named;
 
 static void table_note(const struct status_view *v)
@@ -662,33 +579,33 @@ static void table_note(const struct status_view *v)
 
 	named |= strcmp(v->name, "-") != 0;
 	cells_of(v, 1, &c);
-	for (size_t k = 0; k < C_CMD; k++)
-		if (c.w[k] > colw[k])
-			colw[k] = c.w[k];
+	table_cols_widen(&cols, c.s, NULL);
 }
 
 static void print_table(void)
 {
-	/* ID, PRIO and ATT right-aligned. */
-	unsigned right = 1u << C_ID | 1u << C_PRIO | 1u << C_ATT;
-	/* The NAME column only when some job shown has a name. */
-	size_t ncol = named ? NCOL : NCOL - 1;
 	int width = term_width(), colour = use_colour();
 	struct cells c;
 
+	cols.ncol = named ? NCOL : NCOL - 1;
 	cells_of(NULL, named, &c);
-	for (size_t k = 0; k + 1 < ncol; k++)
-		if (c.w[k] > colw[k])
-			colw[k] = c.w[k];
-	out.keep = colour;
+	table_cols_widen(&cols, c.s, NULL);
+	out_keep = colour;
+	/* Room for a chunk and the line that ends it: flushed as they
+	 * come, the lines never grow the buffer (but one over OUT_CHUNK). */
+	out_room(2 * OUT_CHUNK);
 	for (size_t i = 0; i <= nrows; i++) {
-		cells_of(i ? rows[i - 1] : NULL, named, &c);
-		put_line(&c, ncol, colw, right, width);
+		if (i)
+			cells_of(rows[i - 1], named, &c);
+		if (table_cols_line(&cols, c.s, NULL, width, &out) < 0)
+			die(EX_OSERR_, "%s", strerror(ENOMEM));
+		if (out.len >= OUT_CHUNK)
+			out_flush();
 	}
 	if (colour) {
 		print_coloured(out.s, out.len);
 		out.len = 0;
-		out.keep = 0;
+		out_keep = 0;
 	}
 	out_flush();
 }
