@@ -27,6 +27,8 @@ struct pass {
 	unsigned char *unstage; /* per run: a staged one sent back to the queue */
 	unsigned char *cand;    /* per job: 1 left waiting (the baton may stage it),
 				   2 placed or not to be staged, 0 not looked at */
+	size_t *holder;         /* per card: the run leasing it alone, or nruns
+				   (batons(): found once a pass) */
 	size_t ncards;          /* all cards */
 	size_t cap;             /* the most cards one pass can place: each card as
 				   many times as its node lets jobs share it */
@@ -554,7 +556,7 @@ static int stage_ok(const struct pass *p, const struct plan_job *j, size_t k, si
 {
 	const struct plan_node *n = &p->in->nodes[k];
 	const struct gpu_info *g = &n->gpus[i];
-	size_t c = p->base[k] + i, r = holder(p->in, g), st = p->staged[c];
+	size_t c = p->base[k] + i, r = p->holder[c], st = p->staged[c];
 	long long kept = kept_for(p, k, g->index);
 	const struct plan_run *v = &p->in->runs[r];
 
@@ -573,13 +575,14 @@ static int stage_ok(const struct pass *p, const struct plan_job *j, size_t k, si
 
 /* Job J, left waiting: staged on the first node that has its cards
  * about to free (written to OUT at SCARDS' end), or the staged runs
- * after it that wait for them un-staged.  How many cards it took out
- * of play (0: none found). */
+ * after it that wait for them un-staged.  How many cards no staged job
+ * waited for it took out of play (batons' count of those left). */
 static size_t stage(struct pass *p, size_t j)
 {
 	const struct plan_job *job = &p->in->jobs[j];
 	struct plan_out *o = p->out;
 	int *cards = o->scards + o->nscards;
+	size_t fresh = 0;
 
 	/* Cards free for it that a node's snapshot shows, not trusted yet
 	 * (a query is on its way): it is placed there, not staged. */
@@ -614,6 +617,8 @@ static size_t stage(struct pass *p, size_t j)
 
 			if (p->staged[slot])
 				p->unstage[p->staged[slot] - 1] = 1;
+			else
+				fresh++;
 			p->card[slot] |= TAKEN;
 			cards[c] = n->gpus[at[c]].index;
 		}
@@ -625,7 +630,7 @@ static size_t stage(struct pass *p, size_t j)
 			if (job->group)
 				p->running[job->group - 1]++;
 		}
-		return got;
+		return fresh;
 	}
 	return 0;
 }
@@ -637,7 +642,7 @@ static size_t stage(struct pass *p, size_t j)
 static void batons(struct pass *p, long long now)
 {
 	const struct plan_in *in = p->in;
-	size_t left = 0;
+	size_t left = 0, last = in->nruns;
 
 	for (size_t r = 0; r < in->nruns; r++) {
 		const struct plan_run *v = &in->runs[r];
@@ -655,10 +660,25 @@ static void batons(struct pass *p, long long now)
 				break;
 			}
 	}
+	/* Who leases each card, once; and how many cards may yet take a
+	 * staged job (the walk ends when none is left). */
 	for (size_t k = 0; k < in->nnodes; k++)
-		for (size_t i = 0; in->nodes[k].stage && i < in->nodes[k].ngpus; i++)
-			left += holder(in, &in->nodes[k].gpus[i]) < in->nruns;
-	for (size_t j = 0; j < in->njobs && left; j++) {
+		for (size_t i = 0; i < in->nodes[k].ngpus; i++) {
+			size_t c = p->base[k] + i;
+
+			p->holder[c] = in->nodes[k].stage ? holder(in, &in->nodes[k].gpus[i]) : in->nruns;
+			left += p->holder[c] < in->nruns && !p->staged[c] && !p->card[c] &&
+				!in->runs[p->holder[c]].yielding;
+		}
+	/* A staged job's cards may still go to a job before it: the walk
+	 * goes on while jobs before the last staged one come. */
+	for (size_t r = 0; r < in->nruns; r++)
+		if (in->runs[r].staged && !p->unstage[r] &&
+		    (last == in->nruns || in->runs[r].prio < in->runs[last].prio ||
+		     (in->runs[r].prio == in->runs[last].prio && in->runs[r].id > in->runs[last].id)))
+			last = r;
+	for (size_t j = 0; j < in->njobs && (left || (last < in->nruns && later(p, last, &in->jobs[j])));
+	     j++) {
 		const struct plan_job *job = &in->jobs[j];
 		size_t used;
 
@@ -689,6 +709,7 @@ static void pass_free(struct pass *p)
 	free(p->staged);
 	free(p->unstage);
 	free(p->cand);
+	free(p->holder);
 }
 
 int plan(const struct plan_in *in, long long now, struct plan_out *out)
@@ -723,6 +744,7 @@ int plan(const struct plan_in *in, long long now, struct plan_out *out)
 	p.staged = calloc(p.ncards + 1, sizeof *p.staged);
 	p.unstage = calloc(in->nruns + 1, 1);
 	p.cand = calloc(in->njobs + 1, 1);
+	p.holder = malloc((p.ncards + 1) * sizeof *p.holder);
 	out->stage = malloc((in->njobs + 1) * sizeof *out->stage);
 	out->scards = malloc((p.ncards + 1) * sizeof *out->scards);
 	out->unstage = malloc((in->nruns + 1) * sizeof *out->unstage);
@@ -734,7 +756,7 @@ int plan(const struct plan_in *in, long long now, struct plan_out *out)
 	out->place = malloc((in->njobs + 1) * sizeof *out->place);
 	out->why = malloc((in->njobs + 1) * sizeof *out->why);
 	if (!p.card || !p.base || !p.placed || !p.running || !p.victim || !p.freed || !p.scratch || !p.nsh ||
-	    !p.shmem || !p.staged || !p.unstage || !p.cand || !out->stage || !out->scards ||
+	    !p.shmem || !p.staged || !p.unstage || !p.cand || !p.holder || !out->stage || !out->scards ||
 	    !out->unstage || !out->cards ||
 	    !out->hold || !out->place || !out->why || !out->preempt || !out->victims || !out->pcards)
 		goto oom;
