@@ -428,13 +428,13 @@ static int attempt_from_json(const cJSON *o, struct attempt *a)
 							  &a->nstaged_after) ||
 	    get_str(o, "state", &st) || !st)
 		return -1;
-	for (size_t i = 0; i < a->nstaged_after; i++)
-		if (!attempt_id_ok(a->staged_after[i]))
-			return -1;
 	r = att_state_parse(st, &a->state);
 	free(st);
 	if (r < 0)
 		return -1;
+	for (size_t i = 0; i < a->nstaged_after; i++)
+		if (!attempt_id_ok(a->staged_after[i]))
+			return -1;
 	if (ec && !cJSON_IsNull(ec)) {
 		if (get_ll(o, "exit_code", &a->exit_code, 1))
 			return -1;

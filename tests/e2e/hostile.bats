@@ -133,6 +133,17 @@ asan() { ldd "$CB_BUILD/cardbaton-submit" 2>/dev/null | grep -q libasan; }
 			says "cardbaton-$tool: $T/spool/running/0000000005.job: not a valid job record"
 		done
 	done
+	# The same for an attempt ID a staged attempt waits for (staged_after).
+	for bad in "../../../victim" "" 7; do
+		[ "$bad" = 7 ] || bad="\"$bad\""
+		printf '{"id": "5", "rev": 1, "state": "running", "reason": "by hand", "priority": 0,
+		  "job": {"command": ["sleep", "5"]},
+		  "attempts": [{"n": 0, "id": "%s-5-0", "node": "local", "gpus": [0], "state": "staged",
+		                "staged_after": [%s]}]}\n' "$sid" "$bad" > "$T/spool/running/0000000005.job"
+		run --separate-stderr cardbaton-status --config "$C" 5
+		failed 65 cardbaton-status
+		says "cardbaton-status: $T/spool/running/0000000005.job: not a valid job record"
+	done
 	# Nothing reached ctl/ (the request is written only for a valid job).
 	[ -z "$(ls "$T/spool/ctl")" ]
 	# The daemon leaves the record alone, with a line, and serves on.
