@@ -203,6 +203,11 @@ static void follow(struct daemon *d, struct job *j, enum job_state from, enum jo
 		re->launching = 0;
 		re->heard_at = mono_now();
 		re->started = j->started;
+		/* A staged attempt that started holds its cards: the snapshot
+		 * (which may show them free since their holder ended) says
+		 * so, as for a launch, until the next query. */
+		if (re->staged && ev == EV_STARTED)
+			leases_taken(&d->nodes[re->node], re->cards, re->ncards, re);
 		if (re->staged)
 			r_unstaged(re);         /* it started, or is over */
 		/* A job that runs now is one a waiting job may be staged after. */

@@ -389,7 +389,7 @@ static struct plan_in plan_input(struct daemon *d, struct plan_job *jobs,
  * check under the leases is the truth: a card that was not free after
  * all answers busy, and the node gets a fresh query (launch_answered).
  */
-static void leases_taken(struct node *n, const int *cards, size_t ncards, const struct rent *e)
+void leases_taken(struct node *n, const int *cards, size_t ncards, const struct rent *e)
 {
 	node_view_due(n);
 	for (size_t c = 0; e && c < ncards; c++) {

@@ -152,3 +152,17 @@ staged_now() { [ "$(field "$1" staged)" = True ]; }
 	[ "$(field "$a" state)" = running ]
 	[ ! -e "$T/go.ended" ]
 }
+
+@test "a chain through one card: each job staged behind the one before, each with one attempt (a staged job that started holds its card: nothing is launched onto it)" {
+	start_daemon
+	ids=()
+	for i in 1 2 3 4 5; do ids+=("$(sub --gpu-count 1 -- sleep 0.3)"); done
+	for id in "${ids[@]}"; do wait_for 30 final "$id"; done
+	for id in "${ids[@]}"; do
+		[ "$(field "$id" state)" = succeeded ]
+		# The record's attempts, given-back ones included: one.
+		[ "$(json 'len(d["attempts"])' < "$T/spool/done/$(printf %010d "$id").job")" = 1 ]
+	done
+	[ "$(grep -c 'staged attempt' "$T/daemon.log")" -ge 3 ]
+	not grep -q 'not started on local' "$T/daemon.log"
+}
