@@ -489,9 +489,14 @@ int apply_attempt(struct daemon *d, struct rent *e, const struct wire_rec *w)
 	if (wire_state_parse(wire_get(w, "state"), &ws) < 0)
 		return 0;
 	if (ws == WS_STAGED) {
-		/* The node has it: it starts there when its cards free. */
+		/* The node has it: it starts there when its cards free.  A
+		 * hold or promote that came while its stage was on its way
+		 * asks for it back now (and at every reconcile, until the
+		 * node answers). */
 		e->launching = 0;
 		e->heard_at = mono_now();
+		if (e->nredo)
+			unstage_ask(d, e, "a request waits for it");
 		return 0;
 	}
 	if (ws == WS_UNKNOWN) {

@@ -166,3 +166,32 @@ staged_now() { [ "$(field "$1" staged)" = True ]; }
 	[ "$(grep -c 'staged attempt' "$T/daemon.log")" -ge 3 ]
 	not grep -q 'not started on local' "$T/daemon.log"
 }
+
+# The node's event stream (cardbaton-worker watch): its PIDs, by the
+# state directory it holds open.
+watch_pids() {
+	local p
+	for p in $(find /proc/[0-9]*/fd -maxdepth 1 -lname "$STATE" 2>/dev/null | cut -d/ -f3 | sort -u); do
+		tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q ' watch' && echo "$p"
+	done
+}
+
+@test "a hold that arrives while the stage is still on its way is applied once the node has it" {
+	start_daemon
+	a=$(sub --gpu-count 1 -- sh -c "$(hold_until "$T/go")")
+	wait_for 10 '[ "$(field "$a" state)" = running ]'
+	wait_for 10 '[ -n "$(watch_pids)" ]'
+	w=$(watch_pids)
+	kill -STOP $w
+	b=$(sub --gpu-count 1 -- touch "$T/b.ran")
+	# Recorded staged; the node, frozen, has not answered.
+	wait_for 10 staged_now "$b"
+	cardbaton-hold --config "$C" "$b"
+	sleep 1
+	kill -CONT $w
+	wait_for 15 '[ "$(field "$b" reason)" = held ]'
+	touch "$T/go"
+	wait_for 10 final "$a"
+	sleep 0.5
+	[ ! -e "$T/b.ran" ]
+}
