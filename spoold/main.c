@@ -770,8 +770,7 @@ static void free_daemon(struct daemon *d)
 	for (size_t i = 0; i < d->nr; i++) {
 		acall_free(&d->r[i].call);
 		acall_free(&d->r[i].pause);
-		free(d->r[i].aid);
-		free(d->r[i].cancel);
+		rent_free(&d->r[i]);
 	}
 	free(d->r);
 	turn_free(d);

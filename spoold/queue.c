@@ -285,7 +285,7 @@ void r_unstaged(struct rent *e)
 }
 
 /* E leaves the table (its calls are the caller's: jobs.c attempt_over). */
-void r_remove(struct daemon *d, struct rent *e)
+void rent_free(struct rent *e)
 {
 	r_unstaged(e);
 	for (size_t i = 0; i < e->nredo; i++)
@@ -294,5 +294,10 @@ void r_remove(struct daemon *d, struct rent *e)
 	free(e->cancel);
 	free(e->yield_why);
 	free(e->aid);
+}
+
+void r_remove(struct daemon *d, struct rent *e)
+{
+	rent_free(e);
 	*e = d->r[--d->nr];
 }

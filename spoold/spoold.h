@@ -254,6 +254,8 @@ struct rent *r_find(struct daemon *d, long long id);
 struct rent *r_find_aid(struct daemon *d, const char *aid);
 int r_add(struct daemon *d, const struct job *j, const char *aid, size_t node, int launching);
 void r_remove(struct daemon *d, struct rent *e);
+/* What E holds (not its calls: acall_free them first). */
+void rent_free(struct rent *e);
 /* sched.c: CARDS of N are leased by E's attempt in N's snapshot (it
  * was just launched there, or a staged one started). */
 void leases_taken(struct node *n, const int *cards, size_t ncards, const struct rent *e);
