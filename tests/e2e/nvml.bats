@@ -8,6 +8,7 @@
 # none, gets the static build (nvidia-smi).
 
 load ../lib/common
+load ../lib/worker
 load ../lib/sshhosts
 
 bats_require_minimum_version 1.5.0
@@ -286,40 +287,8 @@ same() {
 
 # ---- launch ---------------------------------------------------------------------
 
-# wesc, spec, field: as in worker.bats.
-wesc() {
-	local s=$1 out= c i LC_ALL=C
-	for ((i = 0; i < ${#s}; i++)); do
-		c=${s:i:1}
-		case $c in
-		[[:cntrl:]]|' '|%) printf -v c '%%%02X' "'$c" ;;
-		esac
-		out+=$c
-	done
-	printf '%s' "$out"
-}
-
-spec() {
-	while [ $# -ge 2 ]; do
-		printf '%s %s\n' "$1" "$(wesc "$2")"
-		shift 2
-	done
-	echo end
-}
-
-field() {           # field KEY < RECORD: the first value of KEY, decoded
-	local v out= c
-	v=$(sed -n "s/^$1 //p" | head -n 1)
-	while [[ $v == *%* ]]; do
-		out+=${v%%\%*}
-		v=${v#*%}
-		printf -v c "\\x${v:0:2}"
-		out+=$c
-		v=${v:2}
-	done
-	printf '%s\n' "$out$v"
-}
-
+# wesc, spec, field: tests/lib/worker.bash.  Its own wait_final: an
+# attempt here ends succeeded, failed or cancelled.
 wait_final() {      # wait_final ID
 	FINAL_ID=$1
 	wait_for 5 'cardbaton-worker status "$FINAL_ID" | grep -Eq "^state (succeeded|failed|cancelled)\$"'
