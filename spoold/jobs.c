@@ -492,7 +492,11 @@ int apply_attempt(struct daemon *d, struct rent *e, const struct wire_rec *w)
 		/* The node has it: it starts there when its cards free.  A
 		 * hold or promote that came while its stage was on its way
 		 * asks for it back now (and at every reconcile, until the
-		 * node answers). */
+		 * node answers).  A pass that would have sent it back while
+		 * the stage was unconfirmed (unstage_ask waits for this)
+		 * decides again, before its holder ends and the node starts
+		 * it. */
+		d->dirty |= e->launching;
 		e->launching = 0;
 		e->heard_at = mono_now();
 		if (e->nredo)

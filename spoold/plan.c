@@ -551,7 +551,9 @@ static size_t holder(const struct plan_in *in, const struct gpu_info *g)
 }
 
 /* May J be staged on card slot I of node K (plan.h)?  0 no, 1 yes, 2
- * yes once the staged run after J that waits for it is un-staged. */
+ * yes once the staged run after J that waits for it is un-staged; 3
+ * no (its holder is yielding), but that staged run is un-staged all
+ * the same: the card frees soon, and is J's to be placed on. */
 static int stage_ok(const struct pass *p, const struct plan_job *j, size_t k, size_t i)
 {
 	const struct plan_node *n = &p->in->nodes[k];
@@ -559,18 +561,20 @@ static int stage_ok(const struct pass *p, const struct plan_job *j, size_t k, si
 	size_t c = p->base[k] + i, r = p->holder[c], st = p->staged[c];
 	long long kept = kept_for(p, k, g->index);
 	const struct plan_run *v = &p->in->runs[r];
+	int before = st && later(p, st - 1, j) && !p->unstage[st - 1];
 
 	if (!gpu_eligible(n->conf, g->index) || !big_enough(j, g) || (kept && kept != j->id) ||
-	    p->card[c] || r == p->in->nruns || v->staged || v->yielding || p->victim[r] ||
-	    !v->started || v->share)
+	    p->card[c] || r == p->in->nruns || v->staged || p->victim[r] || !v->started || v->share)
 		return 0;
+	if (v->yielding)
+		return before ? 3 : 0;
 	/* Never behind a job it may preempt: it takes the cards sooner
 	 * (once the node's snapshot is fresh, preempt() decides). */
 	if (p->in->preempt && v->resumable && v->prio < j->prio)
 		return 0;
 	if (!st)
 		return 1;
-	return later(p, st - 1, j) && !p->unstage[st - 1] ? 2 : 0;
+	return before ? 2 : 0;
 }
 
 /* Job J, left waiting: staged on the first node that has its cards
@@ -607,7 +611,7 @@ static size_t stage(struct pass *p, size_t j)
 				pinned |= job->gpus[g] == n->gpus[i].index;
 			if (!pinned || !(ok = stage_ok(p, job, k, i)))
 				continue;
-			conflict |= ok == 2;
+			conflict |= ok >= 2;
 			at[got++] = i;
 		}
 		if (got != (size_t)job->need)

@@ -85,7 +85,9 @@
  *   - A staged attempt is un-staged (sent back to the queue at its place)
  *     when its node is drained; when a job earlier in dispatch order,
  *     waiting as above, would be staged on one of its cards (that job is
- *     staged in a later pass, once the cards are given back); when a
+ *     staged in a later pass, once the cards are given back), or would
+ *     be but for their holder yielding (that job is placed there once
+ *     the holder lets them go); when a
  *     preemption chooses the attempt it waits for; and when it could be
  *     placed now on free cards (a better placement).
  *   - When no free card is left (counted at the start on the reachable

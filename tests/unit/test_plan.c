@@ -1124,6 +1124,24 @@ static void test_baton(void)
 	PLAN(NOW, "", "");
 	CHECK_STR(unstaged(), "");
 	CHECK_STR(staged(), "");
+	/* The holder it waits for is being paused (yielding): a job before
+	 * it still takes the card, which frees soon.  It is sent back, and
+	 * that job is not staged (nobody is staged behind a yielding
+	 * holder): it is placed once the card frees.  (CI: a promote, then
+	 * a pause of the holder; the job staged first took the card.) */
+	setup(1, 1, "");
+	node[0].stage = 1;
+	running(50, 0, 0, LONG_AGO, 1, 0)->yielding = 1;
+	staging(60, 0, 0, 1, 0);
+	add(1)->prio = 10;
+	PLAN(NOW, "", "");
+	CHECK_STR(unstaged(), "60");
+	CHECK_STR(staged(), "");
+	/* Nobody before it: it stays, and starts when the holder is paused. */
+	job[0].prio = 0;
+	job[0].id = 61;
+	PLAN(NOW, "", "");
+	CHECK_STR(unstaged(), "");
 
 	/* A better placement: a card is free now. */
 	setup(1, 2, "");
