@@ -1124,11 +1124,11 @@ static void test_baton(void)
 	PLAN(NOW, "", "");
 	CHECK_STR(unstaged(), "");
 	CHECK_STR(staged(), "");
-	/* The holder it waits for is being paused (yielding): a job before
-	 * it still takes the card, which frees soon.  It is sent back, and
-	 * that job is not staged (nobody is staged behind a yielding
-	 * holder): it is placed once the card frees.  (CI: a promote, then
-	 * a pause of the holder; the job staged first took the card.) */
+	/* The holder it waits for was asked to yield after the stage (a
+	 * preemption or a drain, while the unstage could not be sent): a
+	 * job before it still takes the card, which frees soon.  It is
+	 * sent back, and that job is not staged (nobody is staged behind a
+	 * yielding holder): it is placed once the card frees. */
 	setup(1, 1, "");
 	node[0].stage = 1;
 	running(50, 0, 0, LONG_AGO, 1, 0)->yielding = 1;
