@@ -83,8 +83,12 @@ int atomic_write(int tmpfd, int dstfd, const char *name,
 
 /* The same in one directory through the fixed temporary name TMPNAME
  * (a stale one, left by a writer that died, is removed first: the
- * caller's lock makes it the only writer of NAME).  The syncs only
- * when DURABLE. */
+ * caller's lock makes it the only writer of NAME).  DURABLE: AW_VIEW
+ * no sync; AW_DURABLE the file and the directory; AW_DATA the file
+ * alone, before the rename: the new name is whole when it is there,
+ * and is made durable by the caller's next fsync of DIRFD (or any
+ * writer's in that directory). */
+enum { AW_VIEW = 0, AW_DURABLE = 1, AW_DATA = 2 };
 int atomic_write_at(int dirfd, const char *tmpname, const char *name,
 		    const void *buf, size_t len, mode_t mode, int durable);
 

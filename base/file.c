@@ -176,7 +176,7 @@ static int write_rename(int tmpfd, const char *tmp, int dstfd, const char *name,
 		saved = errno;
 		goto fail;
 	}
-	return durable ? fsync_dir(dstfd) : 0;
+	return durable == AW_DURABLE ? fsync_dir(dstfd) : 0;
 fail:
 	unlinkat(tmpfd, tmp, 0);
 	errno = saved;

@@ -552,6 +552,11 @@ int cmd_baton(struct wk_state *st, int argc, char **argv)
 		if (staged_each(st, try_one, &p) < 0)
 			return wk_errsys(EX_OSERR_, "%s/staged", st->path);
 	}
+	/* The final state of the supervisor that became this baton was
+	 * written with its data synced and its name not (supervise.c): a
+	 * start above made it durable; this does when none did. */
+	if (fsync_dir(st->attfd) < 0)
+		return wk_errsys(EX_OSERR_, "%s/attempts: fsync", st->path);
 	return 0;
 }
 

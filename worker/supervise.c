@@ -819,7 +819,12 @@ void supervise(struct launch *l, int notify)
 	CRASH_POINT("worker supervise: job ended", NULL);
 	unmark_leases(l);
 	release_leases(l, 0);
-	if (final_state(&s, &rec) < 0 || wk_state_write(l->st, l->sp->id, &rec) < 0) {
+	/* Its data synced, its name not yet: the next fsync of attempts/
+	 * makes it durable -- the baton's, which comes first (the staged
+	 * attempt's "starting" is written durably in attempts/ before its
+	 * job is forked, so no start is on disk before this end), or ours
+	 * below. */
+	if (final_state(&s, &rec) < 0 || wk_state_write_data(l->st, l->sp->id, &rec) < 0) {
 		fprintf(stderr, "%s: writing the final state: %s\n", PROG, strerror(errno));
 		ex = EX_OSERR_;
 	}
@@ -838,6 +843,10 @@ void supervise(struct launch *l, int notify)
 	 * Not inside Slurm: Slurm starts its jobs. */
 	if (!l->in_slurm && !l->st->slurm && staged_any(l->st) > 0)
 		baton_exec(l->st->path);
+	if (fsync_dir(l->st->attfd) < 0) {
+		fprintf(stderr, "%s: attempts/: fsync: %s\n", PROG, strerror(errno));
+		ex = EX_OSERR_;
+	}
 	/* The lock goes with us (_exit): the attempt is over. */
 	_exit(ex);
 }

@@ -226,7 +226,8 @@ int wk_state_read(const struct wk_state *st, const char *id, struct wire_rec *r)
 	return 1;
 }
 
-int wk_state_write(const struct wk_state *st, const char *id, const struct wire_rec *r)
+static int state_write(const struct wk_state *st, const char *id, const struct wire_rec *r,
+		       int durable)
 {
 	char *name = xasprintf("%s.state", id);
 	char *tmp = xasprintf(".%s.state.tmp", id);
@@ -235,13 +236,23 @@ int wk_state_write(const struct wk_state *st, const char *id, const struct wire_
 	int rc = -1, e;
 
 	if (name && tmp && (n = wire_format(r, &buf)) >= 0)
-		rc = atomic_write_at(st->attfd, tmp, name, buf, (size_t)n, 0600, 1);
+		rc = atomic_write_at(st->attfd, tmp, name, buf, (size_t)n, 0600, durable);
 	e = errno;
 	free(buf);
 	free(name);
 	free(tmp);
 	errno = e;
 	return rc;
+}
+
+int wk_state_write(const struct wk_state *st, const char *id, const struct wire_rec *r)
+{
+	return state_write(st, id, r, AW_DURABLE);
+}
+
+int wk_state_write_data(const struct wk_state *st, const char *id, const struct wire_rec *r)
+{
+	return state_write(st, id, r, AW_DATA);
 }
 
 int wk_state_final(const char *s)

@@ -103,8 +103,14 @@ int wk_host_ok(const char *s, size_t n);
  * errno (EINVAL: the file is malformed, said on stderr with the
  * reason, e.g. a %00). */
 int wk_state_read(const struct wk_state *st, const char *id, struct wire_rec *r);
-/* Replace attempts/ID.state atomically (through .ID.state.tmp). */
+/* Replace attempts/ID.state atomically (through .ID.state.tmp) and
+ * durably. */
 int wk_state_write(const struct wk_state *st, const char *id, const struct wire_rec *r);
+/* The same with the file's data synced but not attempts/: the new
+ * state is whole when it is there, and is on disk at the next fsync
+ * of attempts/ (a supervisor's final state before the baton: LAYOUT.md
+ * section 8). */
+int wk_state_write_data(const struct wk_state *st, const char *id, const struct wire_rec *r);
 /* The final states: succeeded failed cancelled lost paused unstaged. */
 int wk_state_final(const char *state);
 /* Does state record R say state WS? */

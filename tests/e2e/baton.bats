@@ -217,6 +217,45 @@ starts() {          # starts ID: how many times attempt ID's job started
 	[ "$(starts 7b-1)" -eq 1 ]
 }
 
+@test "an end and the staged start it makes share one flush of attempts/: the end's data synced before its rename, its name by the start's, before the job runs" {
+	command -v strace >/dev/null || { echo "strace missing: tests/install-deps installs it" >&2; false; }
+	hold a
+	spec attempt fa-1 shell 'read x < "$GO"' env "GO=$T/go.a" gpu 0 > "$T/spec.a"
+	# A's launch, its supervisor, the baton it becomes and B's
+	# supervisor and job, all traced (-y: each fd's path).
+	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
+		strace -f -qq -y -s 200 -e trace=fsync,fdatasync,syncfs,rename,renameat,renameat2,execve \
+		-o "$T/st" cardbaton-worker launch < "$T/spec.a" > "$T/a.out" 3>&- &
+	tracer=$!
+	wait_for 10 '[ "$(st fa-1 state)" = running ]'
+	stage_b fb-1 fa-1
+	[ "$(field state <<< "$output")" = staged ]
+	end_hold a
+	wait_for 10 '[ "$(starts fb-1)" -eq 1 ]'
+	wait_final fb-1
+	wait "$tracer"
+	[ "$(st fa-1 state)" = succeeded ]
+	# The steps in order, each on a line: A's state renames, B's, the
+	# syncs of a state file's data or of attempts/, B's job's exec.
+	awk '
+		/ (rename|renameat|renameat2)\(.*"fa-1\.state"/ { print "rename A"; next }
+		/ (rename|renameat|renameat2)\(.*"fb-1\.state"/ { print "rename B"; next }
+		/ (fsync|fdatasync)\([0-9]+<[^>]*\/\.fa-1\.state\.tmp>/ { print "sync A data"; next }
+		/ (fsync|fdatasync)\([0-9]+<[^>]*\/\.fb-1\.state\.tmp>/ { print "sync B data"; next }
+		/ (fsync|fdatasync)\([0-9]+<[^>]*\/attempts>/ { print "sync attempts"; next }
+		/ syncfs\(/ { print "syncfs"; next }
+		/ execve\(.*CARDBATON_ATTEMPT_ID/ && !b { print "exec B"; b = 1 }' "$T/st" > "$T/steps"
+	cat "$T/steps"
+	# A's end: the last A rename; the lines from the sync before it to
+	# B's job are exactly these.
+	last=$(grep -n '^rename A$' "$T/steps" | tail -n1 | cut -d: -f1)
+	exec_b=$(grep -n '^exec B$' "$T/steps" | cut -d: -f1)
+	[ "$(sed -n "$((last - 1)),${exec_b}p" "$T/steps" | tr '\n' ,)" = \
+		"sync A data,rename A,sync B data,rename B,sync attempts,exec B," ]
+	# B's end, with nothing staged after it: its supervisor's own flush.
+	[ "$(tail -n3 "$T/steps" | tr '\n' ,)" = "sync B data,rename B,sync attempts," ]
+}
+
 @test "supervisor and job killed with SIGKILL: the next baton (or watch's start) starts the staged attempt" {
 	hold a
 	launch attempt 8a-1 shell 'read x < "$GO"' env "GO=$T/go.a" gpu 0
