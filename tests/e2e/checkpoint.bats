@@ -29,7 +29,8 @@ record() { cat "$T"/spool/*/"$(printf %010d "$1").job"; }
 # A cooperating job in POSIX sh: N steps, one line each in LOG; at the
 # pause file it saves its step, publishes the marker, exits 75; resumed,
 # it continues after the saved step.  IGNORE=1: it never checkpoints.
-# NOMARKER=1: it exits 75 without publishing the marker.
+# NOMARKER=1: it exits 75 without publishing the marker.  SLOWSAVE=S:
+# it takes S seconds to save (so that the pausing state is seen).
 coop_script() {
 	cat <<-'SH'
 		n=$1 log=$2 i=0
@@ -41,6 +42,7 @@ coop_script() {
 			sleep 0.05
 			if [ -e "$SSHGPU_PAUSE_FILE" ] && [ -z "${IGNORE:-}" ]; then
 				[ -n "${NOMARKER:-}" ] && exit 75
+				sleep "${SLOWSAVE:-0}"
 				echo "$i" > "$log.ck.tmp" && mv "$log.ck.tmp" "$log.ck"
 				printf '{"checkpoint": "%s"}\n' "$log.ck" > "$SSHGPU_CHECKPOINT_READY.tmp"
 				mv "$SSHGPU_CHECKPOINT_READY.tmp" "$SSHGPU_CHECKPOINT_READY"
@@ -63,11 +65,15 @@ continuous() {
 
 @test "pause -> pausing -> paused -> resume -> succeeded, the step log continuous, two attempts with their own logs" {
 	start_daemon
-	id=$(coop 60 "$T/steps")
+	# A second to save: the pausing state is there to be seen (a job
+	# that saves at once may be paused before the daemon hears that
+	# the node was asked, and its record goes straight to paused).
+	id=$(coop 60 "$T/steps" --env SLOWSAVE=1)
 	wait_for 10 '[ "$(wc -l < "$T/steps" 2>/dev/null)" -ge 5 ]'
 	cardbaton-pause --config "$C" "$id"
+	wait_for 5 '[ "$(state "$id")" = pausing ]'
+	grep -q "job $id: pausing" "$T/daemon.log"
 	wait_for 10 '[ "$(state "$id")" = paused ]'
-	grep -q '"state": "pausing"' "$T/daemon.log" || grep -q "job $id: pausing" "$T/daemon.log"
 	[ "$(record "$id" | json 'd["checkpoint"]')" = "$T/steps.ck" ]
 	[ "$(record "$id" | json 'd["attempts"][0]["state"]')" = paused ]
 	[ "$(record "$id" | json 'd["attempts"][0]["exit_code"]')" = 75 ]
