@@ -89,6 +89,9 @@ def cmd_table(args):
             else:
                 ok = ratio is not None and ratio <= t["max"]
                 tgt = f"<= {t['max']}x {t['vs']}"
+        elif "min" in t:
+            ok = r["median"] is not None and r["median"] >= t["min"]
+            tgt = f">= {t['min']} {r['unit']}"
         else:
             ok = r["median"] is not None and r["median"] <= t["max"]
             tgt = f"<= {t['max']} {r['unit']}"
