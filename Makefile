@@ -163,30 +163,37 @@ SAN_E2E = $(filter-out tests/e2e/faults.bats tests/e2e/sshhosts.bats tests/e2e/s
 SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
 
 # The suites mostly wait (for daemons, nodes, Slurm), so two run at
-# once, and work that needs only the CPU beside them: the sanitizer
-# build (niced) and a second lane of suites (the seeded fault run, the
-# Slurm harness, daemon.bats, device.bats) beside the plain pass; the crash-point
-# walk (crash.bats, runs of its own in parallel on a local node), ssh.bats,
-# then the fuzz smoke (niced), beside the other sanitizer suites.  No
-# suite shares anything with another (each test has its own directory,
-# test hosts, cluster and ports).  Each side's log is shown whole after it.
-BESIDE_E2E = tests/e2e/faults.bats tests/e2e/slurmharness.bats tests/e2e/daemon.bats tests/e2e/device.bats
-SAN_BESIDE_E2E = tests/e2e/crash.bats tests/e2e/ssh.bats
+# once, and work that needs only the CPU beside them, in two phases of
+# two lanes each, balanced by the suites' times in CI (bats --timing):
+#   1. the plain pass (unit tests, most suites) | a second lane of
+#      suites (the seeded fault run, the Slurm harness, daemon.bats,
+#      device.bats, ssh.bats), then the fuzz smoke (niced); the
+#      sanitizer build (niced) beside both;
+#   2. the sanitizer suites | the crash-point walk (crash.bats: runs of
+#      its own, CRASH_WALK_JOBS at a time, on a local node), ssh.bats and
+#      daemon.bats under the sanitizers.
+# No suite shares anything with another (each test has its own
+# directory, test hosts, cluster and ports).  Each side's log is shown
+# whole after it.
+BESIDE_E2E = tests/e2e/faults.bats tests/e2e/slurmharness.bats tests/e2e/daemon.bats \
+	     tests/e2e/device.bats tests/e2e/ssh.bats
+SAN_BESIDE_E2E = tests/e2e/crash.bats tests/e2e/ssh.bats tests/e2e/daemon.bats
 
 test check:
 	tests/install-deps
 	$(MAKE) all
 	@nice -n 19 $(MAKE) B=build-san SANFLAGS="$(SAN) -DCB_CRASH_POINTS" CFLAGS="-O1 -g" all \
 		> $(B)/build-san.log 2>&1 & san=$$!; \
-	tests/run $(B) e2e $(BESIDE_E2E) > $(B)/beside-plain.log 2>&1 & b=$$!; \
+	{ tests/run $(B) e2e $(BESIDE_E2E); echo "beside: exit $$?"; \
+	  nice -n 19 $(MAKE) fuzz-smoke; echo "fuzz-smoke: exit $$?"; } > $(B)/beside-plain.log 2>&1 & b=$$!; \
 	tests/run $(B) all $(filter-out $(BESIDE_E2E),$(wildcard tests/e2e/*.bats)); r=$$?; \
-	wait $$b; p=$$?; cat $(B)/beside-plain.log; \
-	wait $$san; s=$$?; cat $(B)/build-san.log; [ $$r -eq 0 ] && [ $$p -eq 0 ] && [ $$s -eq 0 ]
-	@{ $(SAN_ENV) tests/run build-san e2e $(SAN_BESIDE_E2E); echo "crash walk, ssh: exit $$?"; \
-	   nice -n 19 $(MAKE) fuzz-smoke; echo "fuzz-smoke: exit $$?"; } > $(B)/beside.log 2>&1 & b=$$!; \
+	wait $$b; cat $(B)/beside-plain.log; \
+	wait $$san; s=$$?; cat $(B)/build-san.log; [ $$r -eq 0 ] && [ $$s -eq 0 ] && \
+		grep -qx 'beside: exit 0' $(B)/beside-plain.log && grep -qx 'fuzz-smoke: exit 0' $(B)/beside-plain.log
+	@{ CRASH_WALK_JOBS=6 $(SAN_ENV) tests/run build-san e2e $(SAN_BESIDE_E2E); \
+	   echo "crash walk, ssh, daemon: exit $$?"; } > $(B)/beside.log 2>&1 & b=$$!; \
 	$(SAN_ENV) tests/run build-san all $(SAN_E2E); r=$$?; \
-	wait $$b; cat $(B)/beside.log; [ $$r -eq 0 ] && grep -qx 'crash walk, ssh: exit 0' $(B)/beside.log && \
-		grep -qx 'fuzz-smoke: exit 0' $(B)/beside.log
+	wait $$b; cat $(B)/beside.log; [ $$r -eq 0 ] && grep -qx 'crash walk, ssh, daemon: exit 0' $(B)/beside.log
 
 unit: all
 	tests/run $(B) unit
