@@ -114,10 +114,11 @@ int wk_staged_rec(const struct wk_state *st, const char *id, struct wire_rec *r)
 	return 1;
 }
 
-/* Each name in staged/ that may be a staged attempt (not a temporary
- * ".ID.PID.tmp"), through FN(ST, NAME, ARG) until it returns non-zero. */
-static int staged_each(const struct wk_state *st, int (*fn)(const struct wk_state *, const char *,
-							    void *), void *arg)
+/* Each name in staged/ that may be a staged attempt (TEMPS 0), or each
+ * dot name, a temporary ".ID.PID.tmp" perhaps (TEMPS 1), through FN(ST,
+ * NAME, ARG) until it returns non-zero. */
+static int staged_each(const struct wk_state *st, int temps,
+		       int (*fn)(const struct wk_state *, const char *, void *), void *arg)
 {
 	int dfd = dup(st->stagedfd), r = 0;
 	DIR *d;
@@ -133,7 +134,7 @@ static int staged_each(const struct wk_state *st, int (*fn)(const struct wk_stat
 	rewinddir(d);
 	errno = 0;
 	while (r == 0 && (e = readdir(d)) != NULL) {
-		if (e->d_name[0] == '.')
+		if ((e->d_name[0] == '.') != temps || !strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
 			continue;
 		r = fn(st, e->d_name, arg);
 		errno = 0;
@@ -154,7 +155,7 @@ static int one_found(const struct wk_state *st, const char *name, void *arg)
 
 int staged_any(const struct wk_state *st)
 {
-	return staged_each(st, one_found, NULL);
+	return staged_each(st, 0, one_found, NULL);
 }
 
 /*
@@ -421,6 +422,31 @@ int baton_try(struct wk_state *st, const char *id)
 
 /* ---- stage ------------------------------------------------------------ */
 
+/* NAME, a dot name in staged/: a ".ID.PID.tmp" whose writer PID is
+ * dead (a stage_write cut off between its open and its unlink, by a
+ * crash or a kill) is removed.  One whose writer lives, or a name of
+ * another shape, is left.  Always 0: a leftover that stays is only
+ * clutter, found again at the next stage. */
+static int tmp_sweep_one(const struct wk_state *st, const char *name, void *arg)
+{
+	const char *end = name + strlen(name), *p;
+	long pid = 0;
+
+	(void)arg;
+	if (end - name < 7 || strcmp(end - 4, ".tmp"))
+		return 0;
+	for (p = end - 4; p > name + 2 && p[-1] >= '0' && p[-1] <= '9'; p--)
+		if (end - 4 - p >= 9)
+			return 0;       /* no PID is that long */
+	if (p == end - 4 || p[-1] != '.' || *p == '0')
+		return 0;
+	for (; p < end - 4; p++)
+		pid = pid * 10 + (*p - '0');
+	if (kill((pid_t)pid, 0) < 0 && errno == ESRCH)
+		unlinkat(st->stagedfd, name, 0);
+	return 0;
+}
+
 /* Write staged/ID durably, never replacing one that is there: a
  * temporary .ID.PID.tmp in staged/, synced, linked as ID (EEXIST:
  * staged by another launcher already, the same spec), removed, the
@@ -433,6 +459,7 @@ static int stage_write(const struct wk_state *st, const struct spec *sp)
 
 	if (!tmp || n < 0)
 		goto out;
+	staged_each(st, 1, tmp_sweep_one, NULL);     /* the leftovers of others */
 	if (unlinkat(st->stagedfd, tmp, 0) < 0 && errno != ENOENT)
 		goto out;
 	fd = openat(st->stagedfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -549,7 +576,7 @@ int cmd_baton(struct wk_state *st, int argc, char **argv)
 	 * staged one that gave up comes after it in no particular order. */
 	for (passes = 0; p.moved && passes < 64; passes++) {
 		p.moved = 0;
-		if (staged_each(st, try_one, &p) < 0)
+		if (staged_each(st, 0, try_one, &p) < 0)
 			return wk_errsys(EX_OSERR_, "%s/staged", st->path);
 	}
 	/* The final state of the supervisor that became this baton was

@@ -319,6 +319,28 @@ starts() {          # starts ID: how many times attempt ID's job started
 	[ -z "$(ls -A "$STATE/staged")" ]
 }
 
+@test "a stage cut off between its temporary's open and its unlink: the next stage removes that leftover; a live writer's, and other dot names, are left" {
+	hold a
+	launch attempt dd-a shell 'read x < "$GO"' env "GO=$T/go.a" gpu 0
+	[ "$status" -eq 0 ]
+	# .ID.PID.tmp of a writer that is dead (no PID is that high), of one
+	# that lives (this shell), and names of other shapes.
+	: > "$STATE/staged/.dd-1.999999999.tmp"
+	: > "$STATE/staged/.dd-2.$$.tmp"
+	: > "$STATE/staged/.dd-3.0.tmp"
+	: > "$STATE/staged/.dd-4.12x.tmp"
+	: > "$STATE/staged/.keep"
+	stage_b dd-5 dd-a
+	[ "$(field state <<< "$output")" = staged ]
+	[ ! -e "$STATE/staged/.dd-1.999999999.tmp" ]
+	[ -e "$STATE/staged/.dd-2.$$.tmp" ]
+	[ -e "$STATE/staged/.dd-3.0.tmp" ] && [ -e "$STATE/staged/.dd-4.12x.tmp" ] && [ -e "$STATE/staged/.keep" ]
+	# None of them is a staged attempt: the baton starts dd-5 alone.
+	end_hold a
+	wait_for 10 '[ "$(starts dd-5)" -eq 1 ]'
+	[ "$(wc -l < "$T/ran")" -eq 1 ]
+}
+
 @test "a bad after is a bad spec (65); a Slurm node takes no staged attempt; nothing planted in staged/ is followed" {
 	for bad in ../x 'A1' "$(head -c 65 /dev/zero | tr '\0' a)" ''; do
 		spec attempt a1a-1 arg true after "$bad" > "$T/spec.in"
