@@ -156,29 +156,31 @@ SAN = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover
 # test harnesses' own tests (sshhosts.bats, slurmharness.bats: shell,
 # namespaces and Slurm, none of our C) and the real-GPU check's run
 # against the fakes (device.bats: a script over tools the other suites
-# run under the sanitizers); the crash-point walk
-# (crash.bats, which only a crash-point build runs) goes beside it.
-SAN_E2E = $(filter-out tests/e2e/faults.bats tests/e2e/sshhosts.bats tests/e2e/slurmharness.bats \
-		       tests/e2e/device.bats $(SAN_BESIDE_E2E),$(wildcard tests/e2e/*.bats))
+# run under the sanitizers); the crash-point walk (crash.bats, which
+# only a crash-point build runs) has a lane of its own.
+SAN_ALL_E2E = $(filter-out tests/e2e/faults.bats tests/e2e/sshhosts.bats tests/e2e/slurmharness.bats \
+			   tests/e2e/device.bats tests/e2e/crash.bats,$(wildcard tests/e2e/*.bats))
 SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
 
-# The suites mostly wait (for daemons, nodes, Slurm), so two run at
-# once, and work that needs only the CPU beside them, in two phases of
-# two lanes each, balanced by the suites' times in CI (bats --timing):
+# The suites mostly wait (for daemons, nodes, Slurm), so several run at
+# once, and work that needs only the CPU beside them, in two phases,
+# balanced by the suites' times in CI (bats --timing):
 #   1. the plain pass (unit tests, most suites) | a second lane of
 #      suites (the seeded fault run, the Slurm harness, daemon.bats,
 #      device.bats, ssh.bats), then the fuzz smoke (niced); the
 #      sanitizer build (niced) beside both;
-#   2. the sanitizer suites | the crash-point walk (crash.bats: runs of
-#      its own, four at a time, on a local node; six at a time on CI's
-#      two cores left the timed steps, unstage and the baton giving up,
-#      unreached), ssh.bats and daemon.bats under the sanitizers.
+#   2. under the sanitizers: the unit tests and the longest suites
+#      (SAN_MAIN_E2E) | the other suites | the crash-point walk
+#      (crash.bats: runs of its own, four at a time, on a local node;
+#      six at a time on CI's two cores left timed steps, unstage and
+#      the baton giving up, unreached).
 # No suite shares anything with another (each test has its own
 # directory, test hosts, cluster and ports).  Each side's log is shown
 # whole after it.
 BESIDE_E2E = tests/e2e/faults.bats tests/e2e/slurmharness.bats tests/e2e/daemon.bats \
 	     tests/e2e/device.bats tests/e2e/ssh.bats
-SAN_BESIDE_E2E = tests/e2e/crash.bats tests/e2e/ssh.bats tests/e2e/daemon.bats
+SAN_MAIN_E2E = $(addprefix tests/e2e/,hostile.bats checkpoint.bats worker.bats baton.bats slurm.bats \
+				      diskfull.bats examples.bats mcp.bats hooks.bats nvml.bats)
 
 test check:
 	tests/install-deps
@@ -191,10 +193,13 @@ test check:
 	wait $$b; cat $(B)/beside-plain.log; \
 	wait $$san; s=$$?; cat $(B)/build-san.log; [ $$r -eq 0 ] && [ $$s -eq 0 ] && \
 		grep -qx 'beside: exit 0' $(B)/beside-plain.log && grep -qx 'fuzz-smoke: exit 0' $(B)/beside-plain.log
-	@{ $(SAN_ENV) tests/run build-san e2e $(SAN_BESIDE_E2E); \
-	   echo "crash walk, ssh, daemon: exit $$?"; } > $(B)/beside.log 2>&1 & b=$$!; \
-	$(SAN_ENV) tests/run build-san all $(SAN_E2E); r=$$?; \
-	wait $$b; cat $(B)/beside.log; [ $$r -eq 0 ] && grep -qx 'crash walk, ssh, daemon: exit 0' $(B)/beside.log
+	@{ $(SAN_ENV) tests/run build-san e2e tests/e2e/crash.bats; echo "crash walk: exit $$?"; } \
+		> $(B)/crash.log 2>&1 & c=$$!; \
+	{ $(SAN_ENV) tests/run build-san e2e $(filter-out $(SAN_MAIN_E2E),$(SAN_ALL_E2E)); \
+	  echo "beside: exit $$?"; } > $(B)/beside.log 2>&1 & b=$$!; \
+	$(SAN_ENV) tests/run build-san all $(SAN_MAIN_E2E); r=$$?; \
+	wait $$b; cat $(B)/beside.log; wait $$c; cat $(B)/crash.log; [ $$r -eq 0 ] && \
+		grep -qx 'beside: exit 0' $(B)/beside.log && grep -qx 'crash walk: exit 0' $(B)/crash.log
 
 unit: all
 	tests/run $(B) unit
