@@ -433,8 +433,8 @@ static int seq_update(struct spool *sp, long long floor, long long count, long l
 		goto out;
 	}
 	*first = v0 + 1;
-	if (trusted && v0 + count == v && boot[0] && !strcmp(bootw, boot)) {
-		r = 0;          /* nothing handed out (a floor below it) */
+	if (trusted && v0 + count == v) {
+		r = 0;          /* nothing handed out (a floor below it): as it was */
 		goto out;
 	}
 	if (!(out = xasprintf("%010lld %s\n", v0 + count, boot[0] ? boot : "-")))

@@ -90,6 +90,31 @@ syncs() {
 	[ -s "$T/strace.out" ]
 }
 
+# accepted_once: the daemon takes what is in new/ once (--once) and exits.
+accepted_once() { cardbaton-spoold --config "$C" --once > "$T/once.log" 2>&1; }
+
+@test "an accept that hands out no number leaves a trusted seq as it is: not rewritten, not synced (a boot it cannot know too)" {
+	sub --hold -- true >/dev/null        # in new/ with its own ID, 1
+	echo "0000000005 -" > "$T/spool/seq"         # synced, and above it
+	ino=$(stat -c %i "$T/spool/seq")
+	accepted_once
+	[ -z "$(ls "$T/spool/new")" ]
+	[ "$(cat "$T/spool/seq")" = "0000000005 -" ]
+	[ "$(stat -c %i "$T/spool/seq")" = "$ino" ]
+	# Where /proc's boot ID cannot be read (every write synced, "-"):
+	# the same, at each such accept.
+	[ "$(id -u)" = 0 ] && command -v unshare >/dev/null || skip "needs root and unshare(1)"
+	sub --hold -- true >/dev/null
+	[ "$(cat "$T/spool/seq")" = "0000000006 $BOOT" ]
+	echo "0000000009 -" > "$T/spool/seq"
+	ino=$(stat -c %i "$T/spool/seq")
+	unshare -m sh -c 'mount --bind /dev/null /proc/sys/kernel/random/boot_id &&
+		exec cardbaton-spoold --config "$1" --once' sh "$C" > "$T/once.log" 2>&1
+	[ -z "$(ls "$T/spool/new")" ]
+	[ "$(cat "$T/spool/seq")" = "0000000009 -" ]
+	[ "$(stat -c %i "$T/spool/seq")" = "$ino" ]
+}
+
 @test "a seq that is not one: garbage is 78, a symlink, directory or FIFO is named and never followed or blocked on; nothing is queued" {
 	sub -- true >/dev/null
 	n=$(ls "$T/spool/new" | wc -l)
