@@ -182,7 +182,8 @@ SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stack
 BESIDE_E2E = tests/e2e/faults.bats tests/e2e/slurmharness.bats tests/e2e/daemon.bats \
 	     tests/e2e/device.bats tests/e2e/ssh.bats
 SAN_MAIN_E2E = $(addprefix tests/e2e/,hostile.bats checkpoint.bats worker.bats baton.bats slurm.bats \
-				      diskfull.bats examples.bats mcp.bats hooks.bats nvml.bats)
+				      diskfull.bats examples.bats mcp.bats hooks.bats nvml.bats \
+				      drain.bats staged.bats)
 
 test check:
 	tests/install-deps

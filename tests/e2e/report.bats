@@ -325,9 +325,11 @@ rec(2, "succeeded", atts=[att(2, 0, "succeeded", [1], 0, 20)], finished=20)
 
 @test "50 jobs over 4 cards: busy time per card as done/ says, and Chromium renders the timeline" {
 	start_daemon
-	# A resumable job, paused and resumed, and one cancelled while it runs.
-	coop=$(sub --priority 9 --name coop --resume-command "sh $CB_TOP/tests/lib/coop-steps.sh 40 $T/steps" \
-		-- sh "$CB_TOP/tests/lib/coop-steps.sh" 40 "$T/steps")
+	# A resumable job, paused and resumed, and one cancelled while it
+	# runs.  120 steps (6 s): under CI's load 40 were all done before
+	# the pause came.
+	coop=$(sub --priority 9 --name coop --resume-command "sh $CB_TOP/tests/lib/coop-steps.sh 120 $T/steps" \
+		-- sh "$CB_TOP/tests/lib/coop-steps.sh" 120 "$T/steps")
 	long=$(sub --priority 9 --name long -- sleep 30)
 	for i in $(seq 1 48); do
 		case $((i % 8)) in
