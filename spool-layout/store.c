@@ -139,8 +139,9 @@ int spool_load_pending(struct spool *sp, enum spool_dir d, const char *name,
 	return 0;
 }
 
-int spool_find(struct spool *sp, long long id, struct job *j,
-	       enum spool_dir *d, char **name, struct cb_err *err)
+/* One pass of spool_find over the directories. */
+static int find_once(struct spool *sp, long long id, struct job *j,
+		     enum spool_dir *d, char **name, struct cb_err *err)
 {
 	static const enum spool_dir plain[] = { SD_RUNNING, SD_PAUSED, SD_DONE };
 	char *pn = name_plain(id), **names = NULL;
@@ -238,6 +239,24 @@ fail:
 	*name = NULL;
 	free(pn);
 	return -1;
+}
+
+/*
+ * A job moves while a pass looks for it (new/ -> incoming/ -> queued/
+ * while the pass goes from the records to new/; queued/ <-> running/
+ * between two directories of the records), and a pass can miss it: a
+ * job that exists is only "not found" when passes find it nowhere.
+ * A move is one rename, so a job is not missed by passes again and
+ * again unless it moves as often: five passes, then not found.
+ */
+int spool_find(struct spool *sp, long long id, struct job *j,
+	       enum spool_dir *d, char **name, struct cb_err *err)
+{
+	int r = 0;
+
+	for (int pass = 0; pass < 5 && r == 0; pass++)
+		r = find_once(sp, id, j, d, name, err);
+	return r;
 }
 
 int spool_deps_problem(struct spool *sp, const struct job_def *jd, long long below,

@@ -38,6 +38,8 @@ int spool_pending_ids(enum spool_dir d, const char *name, long long *first, long
  * job with reason "waiting for the daemon to accept it" and *d set to
  * SD_NEW / SD_INCOMING.  When two records of one ID exist (a crash
  * between a record's two steps: LAYOUT.md §6), the higher rev wins.
+ * A job that moves while it is looked for is looked for again (up to
+ * five passes) before it is "not found".
  */
 int spool_find(struct spool *sp, long long id, struct job *j,
 	       enum spool_dir *d, char **name, struct cb_err *err);

@@ -73,6 +73,16 @@ final() {
 	[ "$(reason "$z")" = "dependency $y ended cancelled" ]
 }
 
+@test "a job being accepted while a submit looks for it is found: 200 submits each --after the one before, the daemon accepting meanwhile" {
+	start_daemon
+	prev=$(sub --gpu-count 0 -- true)
+	for i in $(seq 1 200); do
+		prev=$(sub --gpu-count 0 --after "$prev" -- true)
+	done
+	wait_for 60 final "$prev"
+	[ "$(state "$prev")" = succeeded ]
+}
+
 @test "a dependency on a job that does not exist: submit exits 66 naming it; a dropped file is rejected" {
 	run --separate-stderr sub --after 41 -- true
 	failed 66 cardbaton-submit
