@@ -112,4 +112,9 @@ int lock_try(int fd, int how);
  * without CREATE). */
 int lock_at(int dirfd, const char *name, int how, int create, int *fdp);
 
+/* Is process PID (> 0) gone (kill(PID, 0) says ESRCH)?  Only for the
+ * temporary files named after their writer: a writer that is gone
+ * left garbage; a reused PID only keeps the garbage a while longer. */
+int pid_gone(long pid);
+
 #endif

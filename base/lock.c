@@ -1,10 +1,12 @@
 /*
  * lock.c - flock, never blocking (base.h).  Liveness in CardBaton is a
  * held lock, never a pid: attempts/ID/lock and leases/UUID on a node,
- * SPOOL/lock for the daemon.
+ * SPOOL/lock for the daemon.  The one use of a pid is pid_gone, for
+ * the temporary files named after their writer.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -44,4 +46,9 @@ int lock_at(int dirfd, const char *name, int how, int create, int *fdp)
 	}
 	*fdp = fd;
 	return 1;
+}
+
+int pid_gone(long pid)
+{
+	return kill((pid_t)pid, 0) < 0 && errno == ESRCH;
 }

@@ -108,7 +108,7 @@ static int writer_gone(const char *name)
 	pid = strtol(name + 1, &end, 10);
 	if (errno || end == name + 1 || *end != '.' || pid <= 0 || pid == (long)getpid())
 		return 0;
-	return kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+	return pid_gone(pid);
 }
 
 /* Start-up: temp files of writers that died (a crash mid-write), and

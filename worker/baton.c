@@ -442,7 +442,7 @@ static int tmp_sweep_one(const struct wk_state *st, const char *name, void *arg)
 		return 0;
 	for (; p < end - 4; p++)
 		pid = pid * 10 + (*p - '0');
-	if (kill((pid_t)pid, 0) < 0 && errno == ESRCH)
+	if (pid_gone(pid))
 		unlinkat(st->stagedfd, name, 0);
 	return 0;
 }

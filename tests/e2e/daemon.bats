@@ -243,6 +243,28 @@ final() {
 	[ -e "$T/spool/new/notes.txt" ]
 }
 
+@test "start-up sweeps tmp/: a dead writer's temporary and one older than 36 h go; a live writer's, and what no writer makes, stay" {
+	mkdir -p "$T/spool/tmp"
+	sleep 600 & live=$!
+	: > "$T/spool/tmp/.999999999.dead"
+	: > "$T/spool/tmp/.$live.live"
+	: > "$T/spool/tmp/.$live.old"
+	touch -d '-37 hours' "$T/spool/tmp/.$live.old"
+	: > "$T/spool/tmp/.notapid.x"
+	mkdir "$T/spool/tmp/adir"
+	start_daemon
+	# The sweep comes before the loop: a job done is a sweep over.
+	id=$(sub --gpu-count 0 -- true)
+	wait_for 10 final "$id"
+	kill "$live"
+	[ ! -e "$T/spool/tmp/.999999999.dead" ]
+	[ ! -e "$T/spool/tmp/.$live.old" ]
+	[ -e "$T/spool/tmp/.$live.live" ]
+	[ -e "$T/spool/tmp/.notapid.x" ]
+	[ -d "$T/spool/tmp/adir" ]
+	grep -q 'tmp/adir: is a directory; ignored' "$T/daemon.log"
+}
+
 @test "one daemon per spool" {
 	start_daemon
 	run cardbaton-spoold --config "$C"
