@@ -21,6 +21,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -113,25 +114,43 @@ static int ssh_has(const struct config *c, const char *opt)
 	return 0;
 }
 
-/* Where connection-sharing sockets live: $XDG_RUNTIME_DIR/cardbaton or
- * /tmp/cardbaton-UID, private to the user.  NULL: no sharing. */
-static char *control_dir(void)
+/* ssh's socket for a master: DIR/%C (40 hex digits), and while it
+ * starts, that name plus ".XXXXXXXXXXXXXXXX"; all in a sun_path. */
+#define CONTROL_NAME_MAX (1 + 40 + 17)
+
+/* Is DIR private to us (ours, a directory, closed to others), made if
+ * missing? */
+static int control_dir_ok(const char *d)
 {
-	const char *rt = getenv("XDG_RUNTIME_DIR");
-	char *d = rt && *rt == '/' ? xasprintf("%s/cardbaton", rt)
-				   : xasprintf("/tmp/cardbaton-%ld", (long)getuid());
 	struct stat st;
 
-	if (!d)
-		return NULL;
 	if (mkdir(d, 0700) < 0 && errno != EEXIST)
-		goto no;
-	if (lstat(d, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() ||
-	    (st.st_mode & 077))
-		goto no;        /* not ours, or open to others: do without */
-	return d;
-no:
-	free(d);
+		return 0;
+	return lstat(d, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == getuid() &&
+	       !(st.st_mode & 077);
+}
+
+/* Where connection-sharing sockets live: $XDG_RUNTIME_DIR/cardbaton, or
+ * /tmp/cardbaton-UID when there is none or it is too long for a socket's
+ * path (ssh would refuse every connection), private to the user.  NULL:
+ * no sharing. */
+static char *control_dir(void)
+{
+	struct sockaddr_un un;
+	const char *rt = getenv("XDG_RUNTIME_DIR");
+	char *d[2] = { NULL, xasprintf("/tmp/cardbaton-%ld", (long)getuid()) };
+
+	if (rt && *rt == '/')
+		d[0] = xasprintf("%s/cardbaton", rt);
+	for (int i = 0; i < 2; i++) {
+		if (d[i] && strlen(d[i]) + CONTROL_NAME_MAX < sizeof un.sun_path &&
+		    control_dir_ok(d[i])) {
+			free(d[1 - i]);
+			return d[i];
+		}
+		free(d[i]);
+		d[i] = NULL;
+	}
 	return NULL;
 }
 

@@ -443,3 +443,19 @@ ssh_daemon() {
 	[ "$(state "$id")" = succeeded ]
 	not grep -q "job $id: lost" "$T/daemon.log"
 }
+
+@test "a runtime directory too long for a socket's path: connections are shared under /tmp/cardbaton-UID, and the node works" {
+	# ssh's master socket is DIR/%C (40 hex digits) plus a 17-byte
+	# suffix while it starts: 120 bytes of directory leave no room.
+	export XDG_RUNTIME_DIR=$T/run/$(printf 'r%.0s' $(seq 120))
+	mkdir -m 0700 "$XDG_RUNTIME_DIR"
+	ssh_daemon
+	id=$(sub --node host1 -- true)
+	wait_for 30 final "$id"
+	[ "$(state "$id")" = succeeded ]
+	not grep -q 'too long for Unix domain socket' "$T/daemon.log"
+	[ ! -e "$XDG_RUNTIME_DIR/cardbaton" ]
+	[ -n "$(find "/tmp/cardbaton-$(id -u)" -maxdepth 1 -type s)" ]
+	stop_daemon
+	pkill -f "ControlPath=/tmp/cardbaton-$(id -u)/" || true
+}
