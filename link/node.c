@@ -131,9 +131,9 @@ static int control_dir_ok(const char *d)
 }
 
 /* Where connection-sharing sockets live: $XDG_RUNTIME_DIR/cardbaton, or
- * /tmp/cardbaton-UID when there is none or it is too long for a socket's
- * path (ssh would refuse every connection), private to the user.  NULL:
- * no sharing. */
+ * /tmp/cardbaton-UID when there is none, or it is not private to the
+ * user, or it is too long for a socket's path (ssh would refuse every
+ * connection).  NULL: neither will do, no sharing. */
 static char *control_dir(void)
 {
 	struct sockaddr_un un;
