@@ -7,7 +7,6 @@
  * nothing is lost on the way back.
  */
 #include <errno.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -348,13 +347,25 @@ static int get_ll(const cJSON *o, const char *key, long long *out, int required)
 		return required ? -1 : 0;
 	if (!cJSON_IsNumber(x))
 		return -1;
-	/* In range before the cast, which is undefined outside it (found
-	 * by tests/fuzz/fuzz_record): NaN fails the first test. */
+	/* An integer a double holds exactly, so that what is read is what
+	 * was written, and is written back the same: cJSON prints a
+	 * larger one to 15 digits when that is within a rounding error
+	 * (found by tests/fuzz/fuzz_record).  In range before the cast,
+	 * which is undefined outside it; NaN fails the first test. */
 	d = x->valuedouble;
-	if (d != d || d < (double)LLONG_MIN || d >= -(double)LLONG_MIN || d != (double)(long long)d)
+	if (d != d || d < -JSON_INT_MAX || d > JSON_INT_MAX || d != (double)(long long)d)
 		return -1;
 	*out = (long long)d;
 	return 0;
+}
+
+/* A time in ms: 0 (none), or one rfc3339() writes and rfc3339_parse
+ * reads back, 1970 to 9999.  A time outside it made the text beside
+ * the number ("submitted" beside "submitted_ms") change on rewriting
+ * (tests/fuzz/fuzz_record). */
+static int get_time(const cJSON *o, const char *key, long long *out)
+{
+	return get_ll(o, key, out, 0) || *out < 0 || *out > TIME_MS_MAX ? -1 : 0;
 }
 
 static int get_ints(const cJSON *o, const char *key, int **v, size_t *n)
@@ -421,8 +432,8 @@ static int attempt_from_json(const cJSON *o, struct attempt *a)
 	if (get_str(o, "id", &a->id) || !a->id || !attempt_id_ok(a->id) || get_str(o, "node", &a->node) ||
 	    get_ints(o, "gpus", &a->gpus, &a->ngpus) ||
 	    get_strs(o, "gpu_uuids", &a->uuids, &a->nuuids) ||
-	    get_str(o, "reason", &a->reason) || get_ll(o, "started_ms", &a->started, 0) ||
-	    get_ll(o, "finished_ms", &a->finished, 0) || get_str(o, "log", &a->log) ||
+	    get_str(o, "reason", &a->reason) || get_time(o, "started_ms", &a->started) ||
+	    get_time(o, "finished_ms", &a->finished) || get_str(o, "log", &a->log) ||
 	    get_str(o, "checkpoint", &a->checkpoint) || get_str(o, "slurm_job", &a->slurm_job) ||
 	    get_str(o, "host", &a->host) || get_strs(o, "staged_after", &a->staged_after,
 							  &a->nstaged_after) ||
@@ -474,9 +485,9 @@ int job_from_json(const char *buf, size_t len, struct job *j, struct cb_err *err
 	    get_ll(o, "rev", &j->rev, 1) || get_str(o, "state", &st) || !st ||
 	    job_state_parse(st, &j->state) || get_str(o, "reason", &j->reason) ||
 	    get_ll(o, "priority", &j->priority, 1) || j->priority < PRIO_MIN || j->priority > PRIO_MAX ||
-	    get_ll(o, "submitted_ms", &j->submitted, 0) ||
-	    get_ll(o, "queued_at_ms", &j->queued_at, 0) ||
-	    get_ll(o, "started_ms", &j->started, 0) || get_ll(o, "finished_ms", &j->finished, 0) ||
+	    get_time(o, "submitted_ms", &j->submitted) ||
+	    get_time(o, "queued_at_ms", &j->queued_at) ||
+	    get_time(o, "started_ms", &j->started) || get_time(o, "finished_ms", &j->finished) ||
 	    get_str(o, "checkpoint", &j->checkpoint) ||
 	    get_str(o, "checkpoint_node", &j->checkpoint_node) ||
 	    get_array(o, j) || get_ll(o, "max_running", &j->max_running, 0) ||

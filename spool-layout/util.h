@@ -38,6 +38,10 @@ void sbuf_free(struct sbuf *b);
 /* RFC 3339 UTC text of a wall clock time in ms (now_ms, base.h):
  * "2026-11-29T08:13:54Z", always second precision; malloc'd. */
 char *rfc3339(long long ms);
+/* The last ms it writes in four-digit years: 9999-12-31T23:59:59.999Z. */
+#define TIME_MS_MAX 253402300799999LL
+/* The largest integer a JSON number (a double) holds exactly: 2^53. */
+#define JSON_INT_MAX 9007199254740992.0
 /* The other way: "YYYY-MM-DDTHH:MM:SS" (T or t, or one space), an
  * optional fraction (dropped: whole seconds), then Z, z or +HH:MM /
  * -HH:MM; years 1970-9999.  0 with *MS, or -1. */

@@ -187,6 +187,15 @@ static void records(void)
 			"{\"id\":\"5\",\"rev\":1.5,\"state\":\"queued\",\"priority\":0,\"job\":{},\"attempts\":[]}",
 			"{\"id\":\"5\",\"rev\":1,\"state\":\"queued\",\"priority\":0,\"job\":{},\"attempts\":"
 			"[{\"n\":0,\"id\":\"a\",\"state\":\"running\",\"gpus\":[1.5]}]}",
+			/* Past 2^53, and times past 9999 or before 1970: cJSON
+			 * wrote 99999999999999990 back as 1e+17, and the
+			 * "submitted" beside it changed (fuzz_record). */
+			"{\"id\":\"5\",\"rev\":9007199254740994,\"state\":\"queued\",\"priority\":0,\"job\":{},\"attempts\":[]}",
+			"{\"id\":\"5\",\"rev\":1,\"state\":\"queued\",\"priority\":0,\"submitted_ms\":99999999999999990,\"job\":{},\"attempts\":[]}",
+			"{\"id\":\"5\",\"rev\":1,\"state\":\"queued\",\"priority\":0,\"finished_ms\":253402300800000,\"job\":{},\"attempts\":[]}",
+			"{\"id\":\"5\",\"rev\":1,\"state\":\"queued\",\"priority\":0,\"started_ms\":-1,\"job\":{},\"attempts\":[]}",
+			"{\"id\":\"5\",\"rev\":1,\"state\":\"queued\",\"priority\":0,\"job\":{},\"attempts\":"
+			"[{\"n\":0,\"id\":\"a\",\"state\":\"running\",\"started_ms\":1e17}]}",
 		};
 
 		for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
@@ -194,6 +203,18 @@ static void records(void)
 		CHECK(job_from_json("{\"id\":\"5\",\"rev\":9007199254740992,\"state\":\"queued\","
 				    "\"priority\":0,\"job\":{},\"attempts\":[]}", 86, &k, &err) == 0 &&
 		      k.rev == 9007199254740992LL);
+		job_free(&k);
+		/* The last time four digits of year write, and back. */
+		{
+			const char *last = "{\"id\":\"5\",\"rev\":1,\"state\":\"queued\",\"priority\":0,"
+					   "\"finished_ms\":253402300799999,\"job\":{},\"attempts\":[]}";
+
+			CHECK(job_from_json(last, strlen(last), &k, &err) == 0 &&
+			      k.finished == TIME_MS_MAX);
+		}
+		text = job_to_json(&k);
+		CHECK(text && strstr(text, "\"9999-12-31T23:59:59Z\""));
+		free(text);
 		job_free(&k);
 	}
 	cb_err_free(&err);
