@@ -165,17 +165,22 @@ SAN_ALL_E2E = $(filter-out tests/e2e/faults.bats tests/e2e/sshhosts.bats tests/e
 SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
 
 # The suites mostly wait (for daemons, nodes, Slurm), so several run at
-# once, and work that needs only the CPU beside them, in two phases,
-# balanced by the suites' times in CI (bats --timing):
+# once, and work that needs only the CPU beside them, balanced by the
+# suites' times in CI (bats --timing), in three lanes:
+#   crash:  the sanitizer build (niced), then at once the crash-point
+#           walk (crash.bats: runs of its own, four at a time, on a
+#           local node; six at a time on CI's two cores left timed
+#           steps, unstage and the baton giving up, unreached); it
+#           starts while the plain pass still runs, in the time the
+#           suites spend waiting;
 #   1. the plain pass (unit tests, most suites) | a second lane of
 #      suites (the seeded fault run, the Slurm harness, daemon.bats,
-#      device.bats, ssh.bats), then the fuzz smoke (niced); the
-#      sanitizer build (niced) beside both;
-#   2. under the sanitizers: the unit tests and the longest suites
-#      (SAN_MAIN_E2E) | the other suites | the crash-point walk
-#      (crash.bats: runs of its own, four at a time, on a local node;
-#      six at a time on CI's two cores left timed steps, unstage and
-#      the baton giving up, unreached).
+#      device.bats, ssh.bats), then the fuzz smoke (niced);
+#   2. once both and the sanitizer build are done, under the
+#      sanitizers: the unit tests and the longest suites
+#      (SAN_MAIN_E2E) | the other suites.
+# Every lane runs to its end, whatever another's result, so that one
+# run shows every failure; the exit status is 0 only when all passed.
 # No suite shares anything with another (each test has its own
 # directory, test hosts, cluster and ports).  Each side's log is shown
 # whole after it.
@@ -188,20 +193,27 @@ SAN_MAIN_E2E = $(addprefix tests/e2e/,hostile.bats checkpoint.bats worker.bats b
 test check:
 	tests/install-deps
 	$(MAKE) all
-	@nice -n 19 $(MAKE) B=build-san SANFLAGS="$(SAN) -DCB_CRASH_POINTS" CFLAGS="-O1 -g" all \
-		> $(B)/build-san.log 2>&1 & san=$$!; \
+	@rm -f $(B)/build-san.log; \
+	{ nice -n 19 $(MAKE) B=build-san SANFLAGS="$(SAN) -DCB_CRASH_POINTS" CFLAGS="-O1 -g" all \
+		> $(B)/build-san.out 2>&1; echo "san build: exit $$?" >> $(B)/build-san.out; \
+	  mv $(B)/build-san.out $(B)/build-san.log; \
+	  grep -qx 'san build: exit 0' $(B)/build-san.log && \
+		$(SAN_ENV) tests/run build-san e2e tests/e2e/crash.bats; \
+	  echo "crash walk: exit $$?"; } > $(B)/crash.log 2>&1 & c=$$!; \
 	{ tests/run $(B) e2e $(BESIDE_E2E); echo "beside: exit $$?"; \
 	  nice -n 19 $(MAKE) fuzz-smoke; echo "fuzz-smoke: exit $$?"; } > $(B)/beside-plain.log 2>&1 & b=$$!; \
-	tests/run $(B) all $(filter-out $(BESIDE_E2E),$(wildcard tests/e2e/*.bats)); r=$$?; \
+	tests/run $(B) all $(filter-out $(BESIDE_E2E),$(wildcard tests/e2e/*.bats)); r1=$$?; \
 	wait $$b; cat $(B)/beside-plain.log; \
-	wait $$san; s=$$?; cat $(B)/build-san.log; [ $$r -eq 0 ] && [ $$s -eq 0 ] && \
-		grep -qx 'beside: exit 0' $(B)/beside-plain.log && grep -qx 'fuzz-smoke: exit 0' $(B)/beside-plain.log
-	@{ $(SAN_ENV) tests/run build-san e2e tests/e2e/crash.bats; echo "crash walk: exit $$?"; } \
-		> $(B)/crash.log 2>&1 & c=$$!; \
-	{ $(SAN_ENV) tests/run build-san e2e $(filter-out $(SAN_MAIN_E2E),$(SAN_ALL_E2E)); \
-	  echo "beside: exit $$?"; } > $(B)/beside.log 2>&1 & b=$$!; \
-	$(SAN_ENV) tests/run build-san all $(SAN_MAIN_E2E); r=$$?; \
-	wait $$b; cat $(B)/beside.log; wait $$c; cat $(B)/crash.log; [ $$r -eq 0 ] && \
+	while [ ! -e $(B)/build-san.log ]; do sleep 1; done; cat $(B)/build-san.log; \
+	r2=1; if grep -qx 'san build: exit 0' $(B)/build-san.log; then \
+		{ $(SAN_ENV) tests/run build-san e2e $(filter-out $(SAN_MAIN_E2E),$(SAN_ALL_E2E)); \
+		  echo "beside: exit $$?"; } > $(B)/beside.log 2>&1 & b=$$!; \
+		$(SAN_ENV) tests/run build-san all $(SAN_MAIN_E2E); r2=$$?; \
+		wait $$b; cat $(B)/beside.log; \
+	fi; \
+	wait $$c; cat $(B)/crash.log; \
+	[ $$r1 -eq 0 ] && grep -qx 'beside: exit 0' $(B)/beside-plain.log && \
+		grep -qx 'fuzz-smoke: exit 0' $(B)/beside-plain.log && [ $$r2 -eq 0 ] && \
 		grep -qx 'beside: exit 0' $(B)/beside.log && grep -qx 'crash walk: exit 0' $(B)/crash.log
 
 unit: all
