@@ -254,9 +254,10 @@ starts() {          # starts ID: how many times attempt ID's job started
 		"sync A data,rename A,sync B data,rename B,sync attempts,exec B," ]
 	# B's end, with nothing staged after it: its data synced before its
 	# rename, and a flush of attempts/ after it, its supervisor's own
-	# (the baton's final flush, of A's end, may come before or after).
+	# (the baton's final flush, of A's end, may come before, after or
+	# between the two: another process).
 	lastb=$(grep -n '^rename B$' "$T/steps" | tail -n1 | cut -d: -f1)
-	[ "$(sed -n "$((lastb - 1))p" "$T/steps")" = "sync B data" ]
+	[ "$(grep -xE 'sync B data|rename B' "$T/steps" | tail -n2 | tr '\n' ,)" = "sync B data,rename B," ]
 	sed -n "$((lastb + 1)),\$p" "$T/steps" | grep -qx 'sync attempts'
 }
 
