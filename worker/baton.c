@@ -572,6 +572,9 @@ int cmd_baton(struct wk_state *st, int argc, char **argv)
 		return wk_err(EX_USAGE_, "usage: %s [-d STATE_DIR] baton", PROG);
 	if (st->slurm)
 		return 0;
+	/* What the exec carried here (baton_exec) stays open until we
+	 * exit, and goes to nothing we exec (nvidia-smi). */
+	wk_other_fds(NULL, 0, 1);
 	/* Again while a pass moved something: an attempt staged after a
 	 * staged one that gave up comes after it in no particular order. */
 	for (passes = 0; p.moved && passes < 64; passes++) {
@@ -587,7 +590,7 @@ int cmd_baton(struct wk_state *st, int argc, char **argv)
 	return 0;
 }
 
-void baton_exec(const char *path)
+void baton_exec(const char *path, int carry)
 {
 	char *argv[] = { PROG, "-d", (char *)path, "baton", NULL };
 	sigset_t none;
@@ -611,7 +614,10 @@ void baton_exec(const char *path)
 	if (nul > 2)
 		close(nul);
 	/* The lease fds and the attempt lock are close-on-exec: released
-	 * here, before the baton takes the leases. */
+	 * here, before the baton takes the leases.  CARRY is not
+	 * (cmd_baton sets it again). */
+	if (carry >= 0 && fcntl(carry, F_SETFD, 0) < 0)
+		carry = -1;
 	execv("/proc/self/exe", argv);
 }
 

@@ -318,7 +318,7 @@ static void watch_orphans(struct wk_state *st)
 				/* A process group leader already: it runs all
 				 * the same. */
 			}
-			baton_exec(st->path);
+			baton_exec(st->path, -1);
 		}
 		_exit(0);
 	}

@@ -420,38 +420,6 @@ static void signal_children(int sig)
 	closedir(d);
 }
 
-/* Close every descriptor the launcher inherited and we do not need:
- * one held by a controller's pipe would keep it waiting. */
-static void close_other_fds(const int *keep, size_t nkeep)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int *fds = NULL;
-	size_t n = 0, i, k;
-
-	if (!d)
-		return;
-	while ((e = readdir(d)) != NULL) {
-		int fd = atoi(e->d_name), *nf;
-
-		if (e->d_name[0] < '0' || e->d_name[0] > '9' || fd <= 2 || fd == dirfd(d))
-			continue;
-		for (k = 0; k < nkeep && keep[k] != fd; k++)
-			;
-		if (k < nkeep)
-			continue;
-		nf = realloc(fds, (n + 1) * sizeof *nf);
-		if (!nf)
-			break;
-		fds = nf;
-		fds[n++] = fd;
-	}
-	closedir(d);
-	for (i = 0; i < n; i++)
-		close(fds[i]);
-	free(fds);
-}
-
 /* In the job's child: never returns.  Failures before exec go to the
  * supervisor through EP as one line. */
 static void job_child(struct launch *l, int ep) __attribute__((noreturn));
@@ -722,7 +690,8 @@ void supervise(struct launch *l, int notify)
 			if (l->mark[i] >= 0)
 				keep[nkeep++] = l->mark[i];
 		}
-		close_other_fds(keep, nkeep);
+		/* One held by a controller's pipe would keep it waiting. */
+		wk_other_fds(keep, nkeep, 0);
 		free(keep);
 	}
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
@@ -842,7 +811,7 @@ void supervise(struct launch *l, int notify)
 	 * starts it at once; the lock and the leases go with the exec.
 	 * Not inside Slurm: Slurm starts its jobs. */
 	if (!l->in_slurm && !l->st->slurm && staged_any(l->st) > 0)
-		baton_exec(l->st->path);
+		baton_exec(l->st->path, ifd);
 	if (fsync_dir(l->st->attfd) < 0) {
 		fprintf(stderr, "%s: attempts/: fsync: %s\n", PROG, strerror(errno));
 		ex = EX_OSERR_;

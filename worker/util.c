@@ -3,6 +3,7 @@
  * directory, attempt state files (the libc-only base it shares with the
  * controller is in base/: I/O, the atomic write, locks, clocks).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>
@@ -406,4 +407,38 @@ const char *wk_signame(int sig)
 		if (t[i].n == sig)
 			return t[i].s;
 	return NULL;
+}
+
+void wk_other_fds(const int *keep, size_t nkeep, int cloexec)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int *fds = NULL;
+	size_t n = 0, i, k;
+
+	if (!d)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		int fd = atoi(e->d_name), *nf;
+
+		if (e->d_name[0] < '0' || e->d_name[0] > '9' || fd <= 2 || fd == dirfd(d))
+			continue;
+		for (k = 0; k < nkeep && keep[k] != fd; k++)
+			;
+		if (k < nkeep)
+			continue;
+		nf = realloc(fds, (n + 1) * sizeof *nf);
+		if (!nf)
+			break;
+		fds = nf;
+		fds[n++] = fd;
+	}
+	closedir(d);
+	/* Results unchecked: the one failure is a descriptor already gone. */
+	for (i = 0; i < n; i++)
+		if (cloexec)
+			(void)fcntl(fds[i], F_SETFD, FD_CLOEXEC);
+		else
+			(void)close(fds[i]);
+	free(fds);
 }

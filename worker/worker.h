@@ -137,6 +137,10 @@ int wk_print(const struct wire_rec *r);
 /* "SIGKILL" etc., or NULL. */
 const char *wk_signame(int sig);
 
+/* Every descriptor above 2 but the NKEEP in KEEP closed, or with
+ * CLOEXEC set (kept open here, never passed on by an exec). */
+void wk_other_fds(const int *keep, size_t nkeep, int cloexec);
+
 /* ---- nvsmi.c --------------------------------------------------------- */
 
 struct nv_gpu {
@@ -289,9 +293,12 @@ int staged_end(struct wk_state *st, const char *id, enum wire_state ws, const ch
 	       struct wire_rec *r, int *ex);
 /* In a process that is done (a supervisor at its end, watch's child):
  * become `cardbaton-worker -d PATH baton`, with signals as a new
- * process has them and /dev/null on fds 0-2.  Returns only when the
- * exec failed. */
-void baton_exec(const char *path);
+ * process has them and /dev/null on fds 0-2.  CARRY (or -1), an
+ * inotify descriptor, goes with it: its last close waits for the
+ * kernel's SRCU grace period (1 to 15 ms here), which the baton's exit
+ * pays after its start rather than the exec before it.  Returns only
+ * when the exec failed. */
+void baton_exec(const char *path, int carry);
 
 /* Steps 1-7 of a launch for the spec REC (still the caller's): what
  * `launch` prints and its exit status.  `launch` and `watch` use it. */

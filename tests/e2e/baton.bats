@@ -217,14 +217,14 @@ starts() {          # starts ID: how many times attempt ID's job started
 	[ "$(starts 7b-1)" -eq 1 ]
 }
 
-@test "an end and the staged start it makes share one flush of attempts/: the end's data synced before its rename, its name by the start's, before the job runs" {
+@test "an end and the staged start it makes share one flush of attempts/: the end's data synced before its rename, its name by the start's, before the job runs; the exec into the baton releases no inotify instance" {
 	command -v strace >/dev/null || { echo "strace missing: tests/install-deps installs it" >&2; false; }
 	hold a
 	spec attempt fa-1 shell 'read x < "$GO"' env "GO=$T/go.a" gpu 0 > "$T/spec.a"
 	# A's launch, its supervisor, the baton it becomes and B's
 	# supervisor and job, all traced (-y: each fd's path).
 	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
-		strace -f -qq -y -s 200 -e trace=fsync,fdatasync,syncfs,rename,renameat,renameat2,execve \
+		strace -f -qq -y -s 200 -e trace=fsync,fdatasync,syncfs,rename,renameat,renameat2,execve,fcntl \
 		-o "$T/st" cardbaton-worker launch < "$T/spec.a" > "$T/a.out" 3>&- &
 	tracer=$!
 	wait_for 10 '[ "$(st fa-1 state)" = running ]'
@@ -259,6 +259,13 @@ starts() {          # starts ID: how many times attempt ID's job started
 	lastb=$(grep -n '^rename B$' "$T/steps" | tail -n1 | cut -d: -f1)
 	[ "$(grep -xE 'sync B data|rename B' "$T/steps" | tail -n2 | tr '\n' ,)" = "sync B data,rename B," ]
 	sed -n "$((lastb + 1)),\$p" "$T/steps" | grep -qx 'sync attempts'
+	# A's supervisor's inotify descriptor went with it into the baton,
+	# open there after the exec (which would have waited for the
+	# kernel to release it: 1 to 15 ms on the way to B's start), and
+	# close-on-exec again for what the baton runs.
+	baton=$(grep -m1 'execve("/proc/self/exe", \["cardbaton-worker", "-d", "[^"]*", "baton"\]' "$T/st" | cut -d' ' -f1)
+	[ -n "$baton" ]
+	grep -E "^$baton fcntl\([0-9]+<anon_inode:inotify>, F_SETFD, FD_CLOEXEC\)" "$T/st"
 }
 
 @test "supervisor and job killed with SIGKILL: the next baton (or watch's start) starts the staged attempt" {
