@@ -615,9 +615,10 @@ void baton_exec(const char *path, int carry)
 		close(nul);
 	/* The lease fds and the attempt lock are close-on-exec: released
 	 * here, before the baton takes the leases.  CARRY is not
-	 * (cmd_baton sets it again). */
-	if (carry >= 0 && fcntl(carry, F_SETFD, 0) < 0)
-		carry = -1;
+	 * (cmd_baton sets it again); should that fail, the exec closes
+	 * it, only slower. */
+	if (carry >= 0)
+		(void)fcntl(carry, F_SETFD, 0);
 	execv("/proc/self/exe", argv);
 }
 
