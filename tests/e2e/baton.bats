@@ -265,7 +265,7 @@ starts() {          # starts ID: how many times attempt ID's job started
 	# close-on-exec again for what the baton runs.
 	baton=$(grep -m1 'execve("/proc/self/exe", \["cardbaton-worker", "-d", "[^"]*", "baton"\]' "$T/st" | cut -d' ' -f1)
 	[ -n "$baton" ]
-	grep -E "^$baton fcntl\([0-9]+<anon_inode:inotify>, F_SETFD, FD_CLOEXEC\)" "$T/st"
+	grep -E "^$baton +fcntl\([0-9]+<anon_inode:inotify>, F_SETFD, FD_CLOEXEC\)" "$T/st"
 }
 
 @test "supervisor and job killed with SIGKILL: the next baton (or watch's start) starts the staged attempt" {
