@@ -188,7 +188,7 @@ BESIDE_E2E = tests/e2e/faults.bats tests/e2e/slurmharness.bats tests/e2e/daemon.
 	     tests/e2e/device.bats tests/e2e/ssh.bats
 SAN_MAIN_E2E = $(addprefix tests/e2e/,hostile.bats checkpoint.bats worker.bats baton.bats slurm.bats \
 				      diskfull.bats examples.bats mcp.bats hooks.bats nvml.bats \
-				      drain.bats staged.bats)
+				      drain.bats staged.bats statusidx.bats)
 
 test check:
 	tests/install-deps
