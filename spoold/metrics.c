@@ -432,12 +432,17 @@ static void r_count(struct visit *v, const char *k, unsigned long long *n)
 	}
 }
 
+/* A sum: seconds, 0 to 10^15 (31 million years), so that its "%.3f"
+ * (at most 20 characters) is read back whole: 1e308 was written out
+ * as 313 digits, which a restart could not read (tests/fuzz/fuzz_metrics). */
+#define SUM_MAX 1e15
+
 static void r_sum(struct visit *v, const char *k, double *x)
 {
 	struct restorer *r = (struct restorer *)v;
 	const struct line *l = find(r, k);
 
-	if (l && isfinite(l->val) && l->val >= 0) {
+	if (l && isfinite(l->val) && l->val >= 0 && l->val <= SUM_MAX) {
 		*x += l->val;
 		r->taken++;
 	}

@@ -184,6 +184,14 @@ static void test_restore_hostile(void)
 	CHECK(m.node[0].handoff.n[0] == 5 && m.node[0].handoff.n[1] == 0);
 	CHECK(m.node[0].handoff.n[HANDOFF_NB] == 2);
 	metrics_restore(&m, "", 0);
+	/* A sum past 10^15 s: its "%.3f" would be too long to read back
+	 * (1e308: 313 digits; fuzz_metrics).  10^15 itself is taken. */
+	metrics_restore(&m, "cardbaton_queue_wait_seconds_sum 1e308\n", 39);
+	CHECK(m.wait.sum == 0);
+	metrics_restore(&m, "cardbaton_queue_wait_seconds_sum 1000000000000001\n", 50);
+	CHECK(m.wait.sum == 0);
+	metrics_restore(&m, "cardbaton_queue_wait_seconds_sum 1e15\n", 38);
+	CHECK(m.wait.sum == 1e15);
 	metrics_free(&m);
 }
 
