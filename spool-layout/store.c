@@ -139,6 +139,38 @@ int spool_load_pending(struct spool *sp, enum spool_dir d, const char *name,
 	return 0;
 }
 
+/* spool_load of a record that may have moved on since it was seen:
+ * 1 loaded, 0 gone meanwhile (ENOENT: the next pass finds it where it
+ * went), -1 any other error. */
+static int load_seen(struct spool *sp, enum spool_dir d, const char *name, struct job *j,
+		     struct cb_err *err)
+{
+	if (spool_load(sp, d, name, j, err) == 0)
+		return 1;
+	if (err->ex != EX_NOINPUT_)
+		return -1;
+	cb_err_free(err);
+	return 0;
+}
+
+/* CAND (CD/CNAME) kept in J, *D and *NAME when it is the first found
+ * or of a higher rev (two records of one ID: LAYOUT.md §6), else
+ * freed.  0, or -1 out of memory. */
+static int keep_newer(struct job *j, struct job *cand, int *found, enum spool_dir *d,
+		      enum spool_dir cd, char **name, const char *cname)
+{
+	if (*found && cand->rev <= j->rev) {
+		job_free(cand);
+		return 0;
+	}
+	job_free(j);
+	*j = *cand;
+	*d = cd;
+	*found = 1;
+	free(*name);
+	return (*name = strdup(cname)) ? 0 : -1;
+}
+
 /* One pass of spool_find over the directories. */
 static int find_once(struct spool *sp, long long id, struct job *j,
 		     enum spool_dir *d, char **name, struct cb_err *err)
@@ -146,31 +178,17 @@ static int find_once(struct spool *sp, long long id, struct job *j,
 	static const enum spool_dir plain[] = { SD_RUNNING, SD_PAUSED, SD_DONE };
 	char *pn = name_plain(id), **names = NULL;
 	size_t n = 0;
-	int found = 0;
+	int found = 0, r;
 	struct job cand;
 
 	*name = NULL;
 	if (!pn)
 		return cb_err_sys(err, EX_OSERR_, "find");
 	memset(j, 0, sizeof *j);
-	/* Records: the plain-named directories, then queued/ by suffix. */
-	for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
-		if (faccessat(sp->dir[plain[i]], pn, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
-			continue;
-		if (spool_load(sp, plain[i], pn, &cand, err) < 0)
-			goto fail;
-		if (!found || cand.rev > j->rev) {
-			job_free(j);
-			*j = cand;
-			*d = plain[i];
-			free(*name);
-			if (!(*name = strdup(pn)))
-				goto sysfail;
-			found = 1;
-		} else {
-			job_free(&cand);
-		}
-	}
+	/* Records: queued/ by suffix, then the plain-named directories,
+	 * in the order a job goes through them, so that a pass misses no
+	 * job that moves on while it looks (it is found where it went);
+	 * one moved back (requeued, resumed) is found by the next pass. */
 	if (spool_list(sp, SD_QUEUED, &names, &n) < 0)
 		goto sysfail;
 	for (size_t i = 0; i < n; i++) {
@@ -178,22 +196,28 @@ static int find_once(struct spool *sp, long long id, struct job *j,
 
 		if (name_parse_queued(names[i], &prio, &seq) < 0 || seq != id)
 			continue;
-		if (spool_load(sp, SD_QUEUED, names[i], &cand, err) < 0)
+		/* Gone on to running/ since the listing (found there
+		 * below): the error that failed a submit --after. */
+		if ((r = load_seen(sp, SD_QUEUED, names[i], &cand, err)) < 0)
 			goto fail;
-		if (!found || cand.rev > j->rev) {
-			job_free(j);
-			*j = cand;
-			*d = SD_QUEUED;
-			free(*name);
-			if (!(*name = strdup(names[i])))
-				goto sysfail;
-			found = 1;
-		} else {
-			job_free(&cand);
-		}
+		if (r == 0)
+			continue;
+		if (keep_newer(j, &cand, &found, d, SD_QUEUED, name, names[i]) < 0)
+			goto sysfail;
 	}
 	spool_list_free(names, n);
 	names = NULL;
+	n = 0;
+	for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
+		if (faccessat(sp->dir[plain[i]], pn, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if ((r = load_seen(sp, plain[i], pn, &cand, err)) < 0)
+			goto fail;
+		if (r == 0)
+			continue;
+		if (keep_newer(j, &cand, &found, d, plain[i], name, pn) < 0)
+			goto sysfail;
+	}
 	if (found)
 		goto done;
 	/* Not accepted yet: incoming/, or new/ under the submit grammar
@@ -242,12 +266,15 @@ fail:
 }
 
 /*
- * A job moves while a pass looks for it (new/ -> incoming/ -> queued/
- * while the pass goes from the records to new/; queued/ <-> running/
- * between two directories of the records), and a pass can miss it: a
- * job that exists is only "not found" when passes find it nowhere.
- * A move is one rename, so a job is not missed by passes again and
- * again unless it moves as often: five passes, then not found.
+ * A job moves while a pass looks for it.  A pass looks in the order
+ * jobs go (queued/, running/, paused/, done/), so one moved on is found
+ * where it went, and one gone from under its listing is skipped, not an
+ * error.  It can miss one moved back (running/ or paused/ to queued/)
+ * or just accepted (new/ -> incoming/ -> queued/ while the pass goes
+ * from the records to new/): a job that exists is only "not found"
+ * when passes find it nowhere.  A move is one rename, so a job is not
+ * missed by passes again and again unless it moves as often: five
+ * passes, then not found.
  */
 int spool_find(struct spool *sp, long long id, struct job *j,
 	       enum spool_dir *d, char **name, struct cb_err *err)

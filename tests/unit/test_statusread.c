@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "spool.h"
@@ -336,6 +338,65 @@ int main(void)
 			free(l[i]);
 		free(t);
 		free(raw);
+	}
+
+	/*
+	 * spool_find of a job the daemon moves between queued/ and
+	 * running/ while it looks (the race that failed `submit --after`
+	 * in CI: "queued/...: No such file or directory", exit 66): a
+	 * child moves it to and fro as fast as it can while 2,000 lookups
+	 * run; none is an error.  (Moved on every pass, it can be missed:
+	 * only passes that find it nowhere five times say so.)
+	 */
+	{
+		static const char *const argv[] = { "true", NULL };
+		char *qn = name_queued(0, 77), *pn = name_plain(77), *text;
+		struct job j;
+		int errors = 0, found = 0;
+		pid_t pid;
+
+		memset(&j, 0, sizeof j);
+		j.id = 77;
+		j.rev = 1;
+		j.state = JS_QUEUED;
+		j.def.set = JF_COMMAND;
+		j.def.argv = calloc(2, sizeof *j.def.argv);
+		j.def.argv[0] = xstrdup(argv[0]);
+		j.def.argc = 1;
+		text = job_to_json(&j);
+		job_free(&j);
+		CHECK(text && atomic_write(sp.dir[SD_TMP], sp.dir[SD_QUEUED], qn, text,
+					   strlen(text), 0600) == 0);
+		pid = fork();
+		if (pid == 0)
+			for (;;)
+				if (renameat(sp.dir[SD_QUEUED], qn, sp.dir[SD_RUNNING], pn) < 0 ||
+				    renameat(sp.dir[SD_RUNNING], pn, sp.dir[SD_QUEUED], qn) < 0)
+					_exit(1);
+		CHECK(pid > 0);
+		for (int i = 0; i < 2000 && pid > 0; i++) {
+			enum spool_dir d;
+			char *name = NULL;
+			int r = spool_find(&sp, 77, &j, &d, &name, &err);
+
+			if (r < 0)
+				errors++;
+			if (r == 1) {
+				found++;
+				job_free(&j);
+			}
+			cb_err_free(&err);
+			free(name);
+		}
+		if (pid > 0) {
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+		}
+		CHECK(errors == 0);
+		CHECK(found > 0);
+		free(text);
+		free(qn);
+		free(pn);
 	}
 
 	spool_close(&sp);
