@@ -38,7 +38,8 @@
  * missing, stale, malformed or of another version reads queued/.
  *
  * Format (text; fields separated by one space; strings with bytes <=
- * 0x20, 0x7f and '%' as %XX, NULL as "%-").  A header, a table section
+ * 0x20, 0x7f and '%' as %XX, NULL as "%-"; never %00 or %0A, which a
+ * reader refuses).  A header, a table section
  * (all `status` reads for its table) and a JSON section (read too for
  * --json):
  *
@@ -256,7 +257,9 @@ static int fld_ll(struct cur *c, long long lo, long long hi, long long *out)
 	return 0;
 }
 
-/* The next field as a string: "%-" is NULL; %XX decoded (not %00); any
+/* The next field as a string: "%-" is NULL; %XX decoded (not %00, nor
+ * %0A: no cell the writer makes holds a line end, as the views show
+ * control characters as '?' or $'...'; found by fuzz_index); any
  * other byte <= 0x20, 0x7f or '%' makes it malformed.  WRITE: decoded
  * in place and NUL-terminated (the separator after it is overwritten),
  * *OUT set; otherwise only checked.  0 or -1. */
@@ -283,7 +286,7 @@ static int fld_str(struct cur *c, int write, const char **out)
 				return -1;
 			hi = hexval(q[1]);
 			lo = hexval(q[2]);
-			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
+			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0) || (hi == 0 && lo == 10))
 				return -1;
 			ch = (unsigned char)(hi << 4 | lo);
 			q += 2;
