@@ -133,7 +133,12 @@ slurm_daemon() {
 	id=$(sub --node cluster --resume-command "sh $CB_TOP/tests/lib/coop-steps.sh 60 $T/steps SLURMD_NODENAME SLURM_JOB_ID" -- sh "$CB_TOP/tests/lib/coop-steps.sh" 60 "$T/steps" SLURMD_NODENAME SLURM_JOB_ID)
 	wait_for 30 '[ "$(wc -l < "$T/steps" 2>/dev/null)" -ge 3 ]'
 	first=$(aid "$id")
-	in_client cardbaton-pause --config "$C" "$id"
+	# 0, or 69 when Slurm refused the signal for the moment ("scancel:
+	# ... Invalid job id specified" for a job it runs, seen once in CI
+	# under load): the request then waits for the daemon, which sends
+	# it again (cardbaton-pause(1)); the job pauses either way.
+	run in_client cardbaton-pause --config "$C" "$id"
+	[ "$status" -eq 0 ] || { [ "$status" -eq 69 ] && [[ $output == *"the pause request waits for the daemon"* ]]; }
 	wait_for 30 '[ "$(state "$id")" = paused ]'
 	wait_for 20 '[ -z "$(in_client squeue -h -o %i --name "cb-$first")" ]'
 	in_client cardbaton-resume --config "$C" "$id"
