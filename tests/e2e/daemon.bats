@@ -519,8 +519,8 @@ a_reconcile_long() {
 }
 
 # A node whose ssh never connects (a host that drops packets): its
-# ProxyCommand sleeps.  Its probe and query fail only at their 15 s
-# deadlines, which nobody else may wait for.
+# ProxyCommand sleeps.  Its probe and query fail only at ssh's 10 s
+# ConnectTimeout (link/node.c), which nobody else may wait for.
 dead_node() {
 	printf 'Host dead\n  ProxyCommand sleep 3598.%s\n' "$$" > "$T/ssh_config"
 	printf '  dead:\n    ssh: dead\nssh_command: [ssh, -F, %s]\n' "$T/ssh_config" >> "$C"
@@ -529,13 +529,14 @@ dead_node() {
 @test "a node that never answers holds up no other: local jobs run before it is even declared unreachable" {
 	dead_node
 	start_daemon
-	for i in 1 2 3 4 5; do
+	for i in 1 2; do
 		id=$(sub --gpu-count 1 -- true)
 		wait_for 10 final "$id"
 		[ "$(state "$id")" = succeeded ]
 	done
-	# All five went through one card, one after another, while the dead
-	# node's first contact was still waiting for its deadline.
+	# Both went through one card, one after another, while the dead
+	# node's first contact was still waiting for its deadline.  (Two:
+	# five took over those 10 s once on CI's loaded two cores.)
 	not grep -q "node dead unreachable" "$T/daemon.log"
 	wait_for 40 'grep -q "node dead unreachable" "$T/daemon.log"'
 	id=$(sub --gpu-count 1 -- true)
