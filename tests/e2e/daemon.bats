@@ -577,7 +577,11 @@ dead_node() {
 		# (A daemon that never blocks it gets the signal after 10 s,
 		# and dies of it.)
 		end=$((SECONDS + 10))
-		until sigblk=$(sed -n 's/^SigBlk:\t//p' "/proc/$pid/status" 2>/dev/null) &&
+		# The exe is the daemon first: the shell's child, before its
+		# exec, may block SIGTERM too (a kill then was a death by it,
+		# exit 143, once in CI).
+		until [[ $(readlink "/proc/$pid/exe" 2>/dev/null) == */cardbaton-spoold ]] &&
+			sigblk=$(sed -n 's/^SigBlk:\t//p' "/proc/$pid/status" 2>/dev/null) &&
 			[ -n "$sigblk" ] && (( 0x$sigblk & 0x4000 )); do
 			[ "$SECONDS" -lt "$end" ] && kill -0 "$pid" 2>/dev/null || break
 		done
