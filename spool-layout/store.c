@@ -140,8 +140,8 @@ int spool_load_pending(struct spool *sp, enum spool_dir d, const char *name,
 }
 
 /* spool_load of a record that may have moved on since it was seen:
- * 1 loaded, 0 gone meanwhile (ENOENT: the next pass finds it where it
- * went), -1 any other error. */
+ * 1 loaded, 0 gone meanwhile (ENOENT: found where it went, later in
+ * this pass or by the next), -1 any other error. */
 static int load_seen(struct spool *sp, enum spool_dir d, const char *name, struct job *j,
 		     struct cb_err *err)
 {
