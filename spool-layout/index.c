@@ -286,7 +286,7 @@ static int fld_str(struct cur *c, int write, const char **out)
 				return -1;
 			hi = hexval(q[1]);
 			lo = hexval(q[2]);
-			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0) || (hi == 0 && lo == 10))
+			if (hi < 0 || lo < 0 || (hi == 0 && (lo == 0 || lo == 10)))
 				return -1;
 			ch = (unsigned char)(hi << 4 | lo);
 			q += 2;

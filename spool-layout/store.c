@@ -209,8 +209,7 @@ static int find_once(struct spool *sp, long long id, struct job *j,
 	names = NULL;
 	n = 0;
 	for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
-		if (faccessat(sp->dir[plain[i]], pn, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
-			continue;
+		/* Not there (load_seen's 0): the usual case. */
 		if ((r = load_seen(sp, plain[i], pn, &cand, err)) < 0)
 			goto fail;
 		if (r == 0)
