@@ -97,6 +97,9 @@ struct sub {
 	long long seq;          /* its (first) job ID; 0 while it needs fresh ones */
 	long long count;        /* 1, or the block's members */
 	int block;              /* a block's name (in incoming/: name_block) */
+	int fresh;              /* claimed from new/ by this pass: none of its IDs
+				   has a record (block_exists saw to a name's
+				   own; seq's are above every ID handed out) */
 	char *in;               /* its name in incoming/, once there */
 	struct job *jobs;       /* its records, once made (NJOBS; those of a
 				   block's members not queued yet) */
@@ -177,6 +180,7 @@ int accept_new(struct daemon *d, char *const *names, size_t n)
 		if (cls > 0 && block_exists(d, &rg, seq, count))
 			cls = 0;        /* a forged or copied name: fresh IDs */
 		v[nv].orig = names[i];
+		v[nv].fresh = 1;
 		v[nv].seq = cls > 0 ? seq : 0;
 		if (cls > 0 && seq + count - 1 > floor)
 			floor = seq + count - 1;
@@ -420,7 +424,7 @@ static int make_records(struct daemon *d, struct sub *s, struct job_def *jd, con
 		long long idx;
 		int k;
 
-		if (record_exists(d, s->seq + (long long)m))
+		if (!s->fresh && record_exists(d, s->seq + (long long)m))
 			continue;       /* queued before a crash (recovery) */
 		if ((k = expander_member(&x, m, s->seq, &md, &idx, why)) != 0) {
 			r = k;
@@ -454,7 +458,7 @@ static int prepare(struct daemon *d, struct sub *s)
 	char *buf = NULL, *why;
 	const char *orig = s->orig ? s->orig : s->in, *mwhy;
 	size_t len;
-	long long done = recorded(d, s);
+	long long done = s->fresh ? 0 : recorded(d, s);
 	/* A block some of whose members were queued before a crash is
 	 * accepted already: the rest follow, whatever has changed. */
 	int bad = 0, some = done > 0, k;

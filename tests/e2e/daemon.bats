@@ -282,6 +282,23 @@ final() {
 	[ "$(state "$id")" = succeeded ]
 }
 
+@test "accepting a dropped file looks for no record of the ID it was just given (LAYOUT.md §5)" {
+	command -v strace >/dev/null || { echo "strace missing: tests/install-deps installs it" >&2; false; }
+	sub --gpu-count 0 -- true >/dev/null   # the spool made
+	rm "$T/spool/new/"*.job
+	for i in $(seq 1 10); do
+		printf 'command: [true]\ngpu_count: 0\n' > "$T/a"; mv "$T/a" "$T/spool/new/j$i.job"
+	done
+	# LeakSanitizer cannot run under ptrace: off for it.
+	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 strace -f -qq -y \
+		-e trace=faccessat,faccessat2 -o "$T/strace.out" cardbaton-spoold --config "$C" --once
+	[ "$(ls "$T/spool/queued" "$T/spool/running" "$T/spool/done" | grep -c '\.job$')" -eq 10 ]
+	# Fresh IDs from seq have no record anywhere: the look after a crash
+	# (a record written, its incoming/ file not yet removed) is for
+	# incoming/'s files at start-up only.  It made 3 lookups a file.
+	[ "$(grep -cE 'faccessat2?\([0-9]+<[^>]*/spool/(running|paused|done)>' "$T/strace.out")" -eq 0 ]
+}
+
 @test "cancel: a queued job is removed, a running one loses its whole process group" {
 	fake_gpus "0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA Fake A100, 0, 81920, 0"
 	start_daemon
