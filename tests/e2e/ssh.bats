@@ -392,14 +392,19 @@ ssh_daemon() {
 @test "run --once against a fresh SSH node ships the worker and launches" {
 	state_dir=$(host_home 1)/.local/state/sshgpu-queue
 	[ ! -e "$state_dir" ]
-	id=$(sub --node host1 -- sh -c 'echo run >> "$0"' "$T/runs")
+	# The job waits for $T/go: one that ended before the launcher
+	# read its state file back would be answered (and recorded) as
+	# succeeded by this very pass.
+	id=$(sub --node host1 -- sh -c 'until [ -e "$1" ]; do sleep 0.02; done; echo run >> "$0"' "$T/runs" "$T/go")
 	run in_client cardbaton-spoold --config "$C" --once
+	echo "$output"
 	[ "$status" -eq 0 ]
 	# Shipped by that pass, and the job launched with it.
 	[ "$(ls "$state_dir/bin" | wc -l)" -eq 1 ]
 	[ -x "$state_dir"/bin/cardbaton-worker-* ]
 	[ "$(state "$id")" = running ]
 	aid=$(in_client cat "$T/spool/running/$(printf %010d "$id").job" | json 'd["attempts"][-1]["id"]')
+	touch "$T/go"
 	wait_for 30 '[ -s "$T/runs" ]'
 	# Its end on the node, then recorded by the next pass.
 	wait_for 30 'grep -qx "state succeeded" "$state_dir/attempts/$aid.state"'

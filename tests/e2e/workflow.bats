@@ -160,7 +160,9 @@ final() {
 	start_daemon
 	t0=$(date +%s)
 	id=$(sub --begin +3s -- sh -c 'date +%s > "$0"' "$T/started")
-	[[ "$(reason "$id")" == "begins at "* ]]
+	# Until the daemon has taken it the reason is "waiting for the
+	# daemon to accept it"; a begin time 3 s out leaves it ample time.
+	wait_for 3 '[[ "$(reason "$id")" == "begins at "* ]]'
 	[ "$(state "$id")" = queued ]
 	wait_for 10 final "$id"
 	[ "$(state "$id")" = succeeded ]
