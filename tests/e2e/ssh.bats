@@ -431,7 +431,9 @@ ssh_daemon() {
 	chmod +x "$T/ssh"
 	sed -i "s|^ssh_command: \[ssh,|ssh_command: [$T/ssh,|" "$C"
 	ssh_daemon
-	frozen_launch 'echo run >> "$0"; sleep 4'
+	# The job runs until $T/runs.go: still running when the late answer
+	# is applied, however long the steps below take.
+	frozen_launch 'echo run >> "$0"; until [ -e "$0.go" ]; do sleep 0.05; done'
 	# A reconcile now: the node has no record of the attempt yet.
 	kill -HUP "$DAEMON_PID"
 	wait_for 10 '[ -s "$T/asked" ]'
@@ -444,6 +446,7 @@ ssh_daemon() {
 	wait_for 10 '[ -s "$T/answered" ]'
 	sleep 0.5   # read and applied by the daemon
 	[ "$(state "$id")" = running ]
+	touch "$T/runs.go"
 	wait_for 30 final "$id"
 	[ "$(state "$id")" = succeeded ]
 	not grep -q "job $id: lost" "$T/daemon.log"
