@@ -6,10 +6,16 @@
  * which may be gone meanwhile.
  *
  *   stage_launch  `launch` of a spec with `after`: STATE/staged/ID
- *                 written (durably), then baton_try, and the answer
+ *                 written (durably), then baton_try, the answer, and
+ *                 the deck when it is still staged
  *   baton_try     the one way a staged attempt starts or gives up
+ *   cmd_deck      the staged attempt on deck: a process that has loaded
+ *                 what a start needs and sleeps on the lock of each
+ *                 attempt it is after; the moment those are let go,
+ *                 baton_try (no exec on that path)
  *   cmd_baton     baton_try for every staged attempt (the supervisor
- *                 of an attempt that ended execs it; watch runs it at
+ *                 of an attempt that ended execs it: where no deck
+ *                 started it first, and for chains; watch runs it at
  *                 its start for orphans)
  *   staged_end    unstage, and cancel or pause of a staged attempt
  *
@@ -31,6 +37,7 @@
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "launch.h"
@@ -164,8 +171,8 @@ int staged_any(const struct wk_state *st)
  * it runs with its lock free is lost, and so final:
  * wk_attempt_status).  A final state whose lock is still held is over
  * too: the supervisor writes it after the job and its leftovers are
- * gone and the leases released, and holds the lock only until it exits
- * or execs the baton -- counting it alive would let the baton of the
+ * gone and the leases released, and lets the lock go right after it
+ * (a deck waits on it) -- counting it alive would let the baton of the
  * other attempt a staged one is after find nothing to do.  A staged
  * one is not over (a chain).  1 over, 0 not, -1 error (said).
  */
@@ -420,6 +427,157 @@ int baton_try(struct wk_state *st, const char *id)
 	}
 }
 
+/* ---- the deck ------------------------------------------------------------ */
+
+/* Signals as a new process has them (nothing blocked, nothing
+ * ignored), no subreaper (a baton's children are its launches'), and
+ * /dev/null on fds 0-2, before the exec of a baton or a deck.  0, or
+ * -1 when /dev/null cannot be had. */
+static int fresh_process(void)
+{
+	sigset_t none;
+	int sig, nul;
+
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	for (sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			signal(sig, SIG_DFL);
+	prctl(PR_SET_CHILD_SUBREAPER, 0);
+	nul = open("/dev/null", O_RDWR);
+	if (nul < 0)
+		return -1;
+	if (dup2(nul, 0) < 0 || dup2(nul, 1) < 0 || dup2(nul, 2) < 0) {
+		close(nul);
+		return -1;
+	}
+	if (nul > 2)
+		close(nul);
+	return 0;
+}
+
+/*
+ * Staged attempt ID waits on deck (LAYOUT.md section 8): the launch
+ * that staged it leaves `cardbaton-worker -d PATH deck ID` behind, a
+ * process of its own (double fork: nobody's child to wait for; setsid;
+ * the exec gives it a clean image and its own name).  Without a deck
+ * (fork failed), the baton of the attempt it is after starts it, as
+ * before; nothing waits for this.
+ */
+static void deck_spawn(const struct wk_state *st, const char *id)
+{
+	char *argv[] = { PROG, "-d", st->path, "deck", (char *)id, NULL };
+	pid_t pid;
+	int status;
+
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		return;
+	if (pid == 0) {
+		if (setsid() < 0 || fork() != 0)
+			_exit(0);
+		if (fresh_process() == 0) {
+			wk_other_fds(NULL, 0, 0);
+			execv("/proc/self/exe", argv);
+		}
+		_exit(EX_OSERR_);
+	}
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;      /* only to cut a wait short (EINTR) */
+}
+
+/* Wait until attempts/AID/lock is free (its supervisor wrote the final
+ * state and let it go, or it and its job are gone), looking every
+ * DECK_LOOK_S whether staged/ID is still there.  0; 1: ID is not
+ * staged any more; -1 when AID cannot be waited for (no attempt
+ * directory: one that is staged itself; errno). */
+static int lock_free_wait(const struct wk_state *st, const char *aid, const char *id)
+{
+	char *name = xasprintf("%s/lock", aid);
+	struct sigaction sa, old;
+	int fd, r;
+
+	if (!name)
+		return -1;
+	fd = openat(st->attfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	free(name);
+	if (fd < 0)
+		return -1;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_alarm;       /* no SA_RESTART: the wait ends */
+	if (sigaction(SIGALRM, &sa, &old) < 0) {
+		close(fd);
+		return -1;
+	}
+	for (;;) {
+		alarm(DECK_LOOK_S);
+		r = flock(fd, LOCK_SH);
+		alarm(0);
+		if (r == 0 || errno != EINTR)
+			break;
+		if (faccessat(st->stagedfd, id, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT) {
+			r = 1;  /* unstaged meanwhile: nothing to wait for */
+			break;
+		}
+	}
+	sigaction(SIGALRM, &old, NULL);
+	close(fd);      /* taken for a moment only: `status` reads it as alive */
+	return r;
+}
+
+int cmd_deck(struct wk_state *st, int argc, char **argv)
+{
+	struct wire_rec rec = { 0 };
+	struct spec sp;
+	char *why = NULL;
+	int fd, r, tries;
+	size_t i;
+
+	if (argc != 1)
+		return wk_err(EX_USAGE_, "usage: %s [-d STATE_DIR] deck ID", PROG);
+	if (!wk_id_ok(argv[0]))
+		return wk_err(EX_USAGE_, "deck: not an attempt ID: %s", argv[0]);
+	if (st->slurm)
+		return 0;
+	wk_other_fds(NULL, 0, 1);
+	/* On deck: the library a card check loads, before the wait. */
+	nvml_preload();
+	memset(&sp, 0, sizeof sp);
+	fd = openat(st->stagedfd, argv[0], O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return 0;       /* not staged (any more) */
+	r = read_staged(fd, &rec, &why);
+	close(fd);
+	if (r == 0) {
+		sp.rec = rec;
+		r = spec_check(&sp, &why);
+	}
+	free(why);
+	/* A spec the deck cannot read: the baton says why, later. */
+	for (tries = 0; r == 0 && tries < DECK_TRIES; tries++) {
+		for (i = 0; i < sp.nafter && r == 0; i++)
+			r = lock_free_wait(st, sp.after[i], argv[0]);
+		if (r != 0)
+			break;
+		baton_try(st, argv[0]);
+		if (faccessat(st->stagedfd, argv[0], F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+			break;  /* started, or given up (ENOENT), or unreadable */
+		/* Still staged: an attempt it is after lives on (its lock
+		 * was free: between its launch's steps), or another baton
+		 * holds staged/ID this moment.  Soon again, a few times. */
+		sleep_ms(BATON_RETRY_MS);
+	}
+	spec_free(&sp);
+	wire_free(&rec);
+	return 0;
+}
+
 /* ---- stage ------------------------------------------------------------ */
 
 /* NAME, a dot name in staged/: a ".ID.PID.tmp" whose writer PID is
@@ -495,6 +653,7 @@ int stage_launch(struct wk_state *st, struct spec *sp)
 {
 	struct wire_rec ans = { 0 };
 	struct stat sb;
+	const char *s_staged;
 	int got, alive, rc = 0, dir, staged;
 
 	/* a: an attempt that exists is answered (or, a directory without
@@ -540,6 +699,11 @@ int stage_launch(struct wk_state *st, struct spec *sp)
 		rc = rec_of_spec(&sp->rec, sp->id, WS_STAGED, &ans) < 0;
 	if (rc || wk_print(&ans) < 0)
 		rc = wk_errsys(EX_OSERR_, "stdout");
+	/* e: still staged: on deck until its turn (after the answer, which
+	 * nothing here holds up). */
+	if (!st->slurm && (s_staged = wire_get(&ans, "state")) &&
+	    !strcmp(s_staged, wire_state_name(WS_STAGED)))
+		deck_spawn(st, sp->id);
 	wire_free(&ans);
 	return rc;
 }
@@ -593,26 +757,9 @@ int cmd_baton(struct wk_state *st, int argc, char **argv)
 void baton_exec(const char *path, int carry)
 {
 	char *argv[] = { PROG, "-d", (char *)path, "baton", NULL };
-	sigset_t none;
-	int sig, nul;
 
-	/* As a new process has them: nothing blocked, nothing ignored,
-	 * no subreaper (the baton's own children are its launches'). */
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	for (sig = 1; sig < NSIG; sig++)
-		if (sig != SIGKILL && sig != SIGSTOP)
-			signal(sig, SIG_DFL);
-	prctl(PR_SET_CHILD_SUBREAPER, 0);
-	nul = open("/dev/null", O_RDWR);
-	if (nul < 0)
+	if (fresh_process() < 0)
 		return;
-	if (dup2(nul, 0) < 0 || dup2(nul, 1) < 0 || dup2(nul, 2) < 0) {
-		close(nul);
-		return;
-	}
-	if (nul > 2)
-		close(nul);
 	/* The lease fds and the attempt lock are close-on-exec: released
 	 * here, before the baton takes the leases.  CARRY is not
 	 * (cmd_baton sets it again); should that fail, the exec closes

@@ -57,6 +57,7 @@ static const char help[] =
 	"       " PROG " [-d STATE_DIR] log ID [-f]\n"
 	"       " PROG " [-d STATE_DIR] unstage ID\n"
 	"       " PROG " [-d STATE_DIR] baton\n"
+	"       " PROG " [-d STATE_DIR] deck ID   (a staged attempt's wait, left by launch)\n"
 	"       " PROG " [-d STATE_DIR] slurm-job ID   (a Slurm batch script's command)\n"
 	"STATE_DIR defaults to " DEFAULT_STATE_DIR "; see LAYOUT.md section 10.\n"
 	"--slurm PARTITION [--sbatch-arg ARG]...: the node is that Slurm partition\n"
@@ -66,7 +67,7 @@ static const char help[] =
 static int usage(void)
 {
 	return wk_err(EX_USAGE_, "usage: %s [-d STATE_DIR] version|gpus|launch|status ID...|"
-		      "watch|cancel ID|pause ID|log ID [-f]|unstage ID|baton", PROG);
+		      "watch|cancel ID|pause ID|log ID [-f]|unstage ID|baton|deck ID", PROG);
 }
 
 static const struct {
@@ -82,6 +83,7 @@ static const struct {
 	{ "log", cmd_log },
 	{ "unstage", cmd_unstage },
 	{ "baton", cmd_baton },
+	{ "deck", cmd_deck },
 	{ "slurm-job", cmd_slurm_job },
 };
 

@@ -66,6 +66,10 @@ int nvml_query(struct nv_info *info, enum nv_what what, long long deadline, char
 	return 1;
 }
 
+void nvml_preload(void)
+{
+}
+
 #else
 
 #include <dlfcn.h>
@@ -406,6 +410,17 @@ static int read_counts(const char *s, size_t n, struct nv_info *info)
 		info->napps += (size_t)v;
 	}
 	return pos == n ? 0 : -1;
+}
+
+void nvml_preload(void)
+{
+	char *why;
+
+	if (load(&why) < 0) {
+		/* Not said now: said by the first query, as without it. */
+		nv.state = 0;
+		free(why);
+	}
 }
 
 int nvml_query(struct nv_info *info, enum nv_what what, long long deadline, char **why)

@@ -798,6 +798,10 @@ void supervise(struct launch *l, int notify)
 		ex = EX_OSERR_;
 	}
 	CRASH_POINT("worker supervise: final state written", NULL);
+	/* The attempt lock, let go now: a deck waits on it (the staged
+	 * attempt's, baton.c), and nothing of the attempt lives on. */
+	close(l->lockfd);
+	l->lockfd = -1;
 	wire_free(&rec);
 	tell_launcher(&s);
 	free(cancel_path);
@@ -807,15 +811,16 @@ void supervise(struct launch *l, int notify)
 	free(s.yield_fail);
 	/* The baton (LAYOUT.md section 8): an attempt staged on this node
 	 * may have waited for this one.  The job and its leftovers are
-	 * gone and the final state is written: become `baton`, which
-	 * starts it at once; the lock and the leases go with the exec.
-	 * Not inside Slurm: Slurm starts its jobs. */
+	 * gone and the final state is written: its deck, woken by the
+	 * lock let go above, starts it; become `baton` all the same, for
+	 * one without a deck (a chain, a deck killed), which starts it
+	 * at once; the leases go with the exec.  Not inside Slurm: Slurm
+	 * starts its jobs. */
 	if (!l->in_slurm && !l->st->slurm && staged_any(l->st) > 0)
 		baton_exec(l->st->path, ifd);
 	if (fsync_dir(l->st->attfd) < 0) {
 		fprintf(stderr, "%s: attempts/: fsync: %s\n", PROG, strerror(errno));
 		ex = EX_OSERR_;
 	}
-	/* The lock goes with us (_exit): the attempt is over. */
 	_exit(ex);
 }

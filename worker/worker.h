@@ -60,6 +60,8 @@
  * its memory a moment after the process that held it exits. */
 #define BATON_SETTLE_MS 3000
 #define BATON_RETRY_MS 50
+#define DECK_TRIES 40           /* a deck's looks, BATON_RETRY_MS apart, once its locks are free */
+#define DECK_LOOK_S 60          /* a deck waiting looks this often whether it is still staged */
 
 /* ---- util.c ---------------------------------------------------------- */
 
@@ -221,6 +223,10 @@ void wk_child_free(struct wk_child *c);
  * saying how: NVML is then not used again by this process.
  */
 int nvml_query(struct nv_info *info, enum nv_what what, long long deadline, char **why);
+/* The library loaded (dlopen only: nothing asks the driver) ahead of a
+ * query, by a process that will need it soon (a deck).  Quiet: a
+ * failure is said by the query that meets it. */
+void nvml_preload(void);
 
 /* ---- the commands ----------------------------------------------------- */
 
@@ -233,6 +239,7 @@ int cmd_pause(struct wk_state *st, int argc, char **argv);
 int cmd_log(struct wk_state *st, int argc, char **argv);
 /* baton.c: staged attempts (LAYOUT.md section 8, the baton). */
 int cmd_baton(struct wk_state *st, int argc, char **argv);
+int cmd_deck(struct wk_state *st, int argc, char **argv);
 int cmd_unstage(struct wk_state *st, int argc, char **argv);
 /* slurm.c: the batch script's command, inside the allocation. */
 int cmd_slurm_job(struct wk_state *st, int argc, char **argv);

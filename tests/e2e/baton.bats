@@ -2,8 +2,9 @@
 # baton.bats - staged attempts on the node (LAYOUT.md section 8, "Staged
 # attempts (the baton)"): cardbaton-worker driven directly, no daemon.
 # A spec with `after` is staged in STATE/staged/ID and started by the
-# node itself when the attempts it names end (the supervisor of the
-# last one execs `baton`), or given up as `unstaged`.
+# node itself when the attempts it names end (its deck, waiting on their
+# locks; or the supervisor of the last one, exec'ing `baton`), or given
+# up as `unstaged`.
 
 load ../lib/common
 load ../lib/worker
@@ -41,6 +42,20 @@ stage_b() {
 	while [ $# -gt 0 ] && [ "$1" != -- ]; do a+=(after "$1"); shift; done
 	[ "${1:-}" != -- ] || shift
 	launch attempt "$id" shell "$BJOB" env "RAN=$T/ran" env "GO=$T/go.b" gpu 0 uuid "$U0" "${a[@]}" "$@"
+}
+
+deck_of() {         # deck_of ID: the PID of attempt ID's deck, or nothing
+	pgrep -f -x "cardbaton-worker -d $STATE deck $1" || true
+}
+
+# no_deck ID: ID's deck (there is one) killed, so that the baton of the
+# attempt it waits for is what starts it.
+no_deck() {
+	local deck_id=$1 p
+	wait_for 5 '[ -n "$(deck_of "$deck_id")" ]'
+	p=$(deck_of "$deck_id")
+	kill -KILL $p
+	wait_for 5 '[ -z "$(deck_of "$deck_id")" ]'
 }
 
 starts() {          # starts ID: how many times attempt ID's job started
@@ -230,6 +245,8 @@ starts() {          # starts ID: how many times attempt ID's job started
 	wait_for 10 '[ "$(st fa-1 state)" = running ]'
 	stage_b fb-1 fa-1
 	[ "$(field state <<< "$output")" = staged ]
+	# The baton's way (the deck's is the next test's).
+	no_deck fb-1
 	end_hold a
 	wait_for 10 '[ "$(starts fb-1)" -eq 1 ]'
 	wait_final fb-1
@@ -268,11 +285,96 @@ starts() {          # starts ID: how many times attempt ID's job started
 	grep -E "^$baton +fcntl\([0-9]+<anon_inode:inotify>, F_SETFD, FD_CLOEXEC\)" "$T/st"
 }
 
-@test "supervisor and job killed with SIGKILL: the next baton (or watch's start) starts the staged attempt" {
+@test "on deck: a deck waits while the attempt is staged, starts it the moment the end is written, with its flush before the job, and is gone; unstaged, it exits at that end" {
+	command -v strace >/dev/null || { echo "strace missing: tests/install-deps installs it" >&2; false; }
+	hold a
+	hold b
+	spec attempt d1a-1 shell 'read x < "$GO"' env "GO=$T/go.a" gpu 0 > "$T/spec.a"
+	spec attempt d1b-1 shell "$BJOB" env "RAN=$T/ran" env "GO=$T/go.b" gpu 0 uuid "$U0" after d1a-1 > "$T/spec.b"
+	# A's launch, then (once $T/stage is there) B's, and so B's deck,
+	# all traced with their children.
+	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
+		strace -f -qq -y -s 200 -e trace=fsync,fdatasync,rename,renameat,renameat2,execve \
+		-o "$T/st" sh -c 'cardbaton-worker launch < "$1" > "$3.a"
+			until [ -e "$3.go" ]; do sleep 0.02; done
+			cardbaton-worker launch < "$2" > "$3.b"' sh "$T/spec.a" "$T/spec.b" "$T/out" 3>&- &
+	tracer=$!
+	wait_for 10 '[ "$(st d1a-1 state)" = running ]'
+	touch "$T/out.go"
+	wait_for 10 '[ -s "$T/out.b" ]'
+	[ "$(field state < "$T/out.b")" = staged ]
+	wait_for 5 '[ -n "$(deck_of d1b-1)" ]'
+	deck=$(deck_of d1b-1)
+	# In a session of its own, nobody's child: not the launch's.
+	[ "$(ps -o sid= -p "$deck")" != "$(ps -o sid= -p $$)" ]
+	[ "$(ps -o ppid= -p "$deck" | tr -d ' ')" != "$tracer" ]
+	end_hold a
+	wait_for 10 '[ "$(starts d1b-1)" -eq 1 ]'
+	# (B's supervisor, its child, bears the deck's command line.)
+	wait_for 5 '! kill -0 "$deck" 2>/dev/null'
+	[ ! -e "$STATE/staged/d1b-1" ]
+	end_hold b
+	wait_final d1b-1
+	wait "$tracer"
+	[ "$(st d1a-1 state)" = succeeded ]
+	[ "$(starts d1b-1)" -eq 1 ]
+	# Whoever started B (the deck; the baton that A's supervisor
+	# becomes, when it was quicker) did it in this order, after A's
+	# end: A's supervisor's lines, and those of that one process from
+	# its exec on (the other one's are left out).
+	grep -q 'execve("/proc/self/exe", \["cardbaton-worker", "-d", "[^"]*", "deck", "d1b-1"\]' "$T/st"
+	starter=$(grep -m1 -E ' (rename|renameat|renameat2)\(.*"d1b-1\.state"' "$T/st" | cut -d' ' -f1)
+	awk -v starter="$starter" '
+		/execve\("\/proc\/self\/exe", \["cardbaton-worker", "-d", "[^"]*", "(deck|baton)"/ && $1 != starter { out[$1] = 1 }
+		out[$1] { next }
+		/ (rename|renameat|renameat2)\(.*"d1a-1\.state"/ { print "rename A"; next }
+		/ (rename|renameat|renameat2)\(.*"d1b-1\.state"/ { print "rename B"; next }
+		/ (fsync|fdatasync)\([0-9]+<[^>]*\/\.d1a-1\.state\.tmp>/ { print "sync A data"; next }
+		/ (fsync|fdatasync)\([0-9]+<[^>]*\/\.d1b-1\.state\.tmp>/ { print "sync B data"; next }
+		/ (fsync|fdatasync)\([0-9]+<[^>]*\/attempts>/ { print "sync attempts"; next }
+		/ execve\(.*CARDBATON_ATTEMPT_ID/ && !b { print "exec B"; b = 1 }' "$T/st" > "$T/steps"
+	cat "$T/steps"
+	last=$(grep -n '^rename A$' "$T/steps" | tail -n1 | cut -d: -f1)
+	exec_b=$(grep -n '^exec B$' "$T/steps" | cut -d: -f1)
+	[ "$(sed -n "$((last - 1)),${exec_b}p" "$T/steps" | tr '\n' ,)" = \
+		"sync A data,rename A,sync B data,rename B,sync attempts,exec B," ]
+
+	# Unstaged while it waits: the deck exits at the end it waited
+	# for, and nothing starts.
+	hold a
+	launch attempt d2a-1 shell 'read x < "$GO"' env "GO=$T/go.a" gpu 1
+	launch attempt d2b-1 shell "$BJOB" env "RAN=$T/ran" gpu 1 after d2a-1
+	[ "$(field state <<< "$output")" = staged ]
+	wait_for 5 '[ -n "$(deck_of d2b-1)" ]'
+	run cardbaton-worker unstage d2b-1
+	[ "$status" -eq 0 ]
+	[ -n "$(deck_of d2b-1)" ]
+	end_hold a
+	wait_final d2a-1
+	wait_for 5 '[ -z "$(deck_of d2b-1)" ]'
+	[ "$(st d2b-1 state)" = unstaged ]
+	[ "$(starts d2b-1)" -eq 0 ]
+	run --separate-stderr cardbaton-worker deck ../x
+	failed 64 cardbaton-worker
+	[ "$stderr" = "cardbaton-worker: deck: not an attempt ID: ../x" ]
+}
+
+@test "supervisor and job killed with SIGKILL: the deck starts the staged attempt at once; without one, the next baton (or watch's start)" {
+	launch attempt 9a-1 shell 'exec sleep 30' gpu 0
+	pid=$(field pid <<< "$output")
+	stage_b 9b-1 9a-1
+	wait_for 5 '[ -n "$(deck_of 9b-1)" ]'
+	kill -KILL "$(sup_of "$pid")" "$pid"
+	wait_for 10 '[ "$(starts 9b-1)" -eq 1 ]'
+	[ "$(st 9a-1 state)" = lost ]
+	wait_final 9b-1
+	[ ! -e "$STATE/staged/9b-1" ]
+	# Without a deck.
 	hold a
 	launch attempt 8a-1 shell 'read x < "$GO"' env "GO=$T/go.a" gpu 0
 	pid=$(field pid <<< "$output")
 	stage_b 8b-1 8a-1
+	no_deck 8b-1
 	kill -KILL "$(sup_of "$pid")" "$pid"
 	wait_for 5 lock_free 8a-1
 	sleep 0.3
@@ -289,6 +391,7 @@ starts() {          # starts ID: how many times attempt ID's job started
 	pid=$(field pid <<< "$output")
 	launch attempt 8c-2 shell "$BJOB" env "RAN=$T/ran" gpu 1 after 8c-1
 	[ "$(field state <<< "$output")" = staged ]
+	no_deck 8c-2
 	kill -KILL "$(sup_of "$pid")" "$pid"
 	wait_for 5 lock_free 8c-1
 	start_watch
@@ -413,6 +516,7 @@ starts() {          # starts ID: how many times attempt ID's job started
 	CARDBATON_CRASH_AT="worker baton: started" CARDBATON_CRASH_ONCE=$T/once.2 \
 		launch attempt c1a-1 shell 'read x < "$GO"' env "GO=$T/go.a" gpu 0
 	stage_b c1b-1 c1a-1
+	no_deck c1b-1
 	end_hold a
 	wait_for 10 '[ -e "$T/once.2" ]'
 	wait_for 10 '[ "$(st c1b-1 state)" = running ]'
@@ -429,6 +533,7 @@ starts() {          # starts ID: how many times attempt ID's job started
 	CARDBATON_CRASH_AT="worker baton: gave up" CARDBATON_CRASH_ONCE=$T/once.3 \
 		launch attempt c2a-1 shell 'read x < "$GO"' env "GO=$T/go.a" gpu 0
 	stage_b c2b-1 c2a-1
+	no_deck c2b-1
 	fake_apps "$U0, 4242, 300"
 	end_hold a
 	wait_for 10 '[ -e "$T/once.3" ]'
