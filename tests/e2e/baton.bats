@@ -58,6 +58,38 @@ no_deck() {
 	wait_for 5 '[ -z "$(deck_of "$deck_id")" ]'
 }
 
+# flush_steps A B [STARTER]: the steps of strace -f -y's $T/st in order,
+# one a line, into $T/steps (and shown): A's and B's state renames
+# ("rename A"), the syncs of their state files' data ("sync A data"),
+# of attempts/ and syncfs, and B's job's exec.  With STARTER (a PID),
+# any other process's lines from its exec into a deck or baton on are
+# left out.
+flush_steps() {
+	awk -v a="$1" -v b="$2" -v starter="${3:-}" '
+		starter != "" && $1 != starter &&
+		    /execve\("\/proc\/self\/exe", \["cardbaton-worker", "-d", "[^"]*", "(deck|baton)"/ { out[$1] = 1 }
+		out[$1] { next }
+		/ (rename|renameat|renameat2)\(/ && index($0, "\"" a ".state\"") { print "rename A"; next }
+		/ (rename|renameat|renameat2)\(/ && index($0, "\"" b ".state\"") { print "rename B"; next }
+		/ (fsync|fdatasync)\(/ && index($0, "/." a ".state.tmp>") { print "sync A data"; next }
+		/ (fsync|fdatasync)\(/ && index($0, "/." b ".state.tmp>") { print "sync B data"; next }
+		/ (fsync|fdatasync)\([0-9]+<[^>]*\/attempts>/ { print "sync attempts"; next }
+		/ syncfs\(/ { print "syncfs"; next }
+		/ execve\(.*CARDBATON_ATTEMPT_ID/ && !x { print "exec B"; x = 1 }' "$T/st" > "$T/steps"
+	cat "$T/steps"
+}
+
+# end_then_start: in $T/steps, from the sync before A's last rename (its
+# end) to B's job, exactly: A's data, its rename, B's `starting` and the
+# flush of attempts/ that makes both durable, then B's job.
+end_then_start() {
+	local last exec_b
+	last=$(grep -n '^rename A$' "$T/steps" | tail -n1 | cut -d: -f1)
+	exec_b=$(grep -n '^exec B$' "$T/steps" | cut -d: -f1)
+	[ "$(sed -n "$((last - 1)),${exec_b}p" "$T/steps" | tr '\n' ,)" = \
+		"sync A data,rename A,sync B data,rename B,sync attempts,exec B," ]
+}
+
 starts() {          # starts ID: how many times attempt ID's job started
 	if [ -e "$T/ran" ]; then grep -c "^$1 " "$T/ran" || true; else echo 0; fi
 }
@@ -252,23 +284,8 @@ starts() {          # starts ID: how many times attempt ID's job started
 	wait_final fb-1
 	wait "$tracer"
 	[ "$(st fa-1 state)" = succeeded ]
-	# The steps in order, each on a line: A's state renames, B's, the
-	# syncs of a state file's data or of attempts/, B's job's exec.
-	awk '
-		/ (rename|renameat|renameat2)\(.*"fa-1\.state"/ { print "rename A"; next }
-		/ (rename|renameat|renameat2)\(.*"fb-1\.state"/ { print "rename B"; next }
-		/ (fsync|fdatasync)\([0-9]+<[^>]*\/\.fa-1\.state\.tmp>/ { print "sync A data"; next }
-		/ (fsync|fdatasync)\([0-9]+<[^>]*\/\.fb-1\.state\.tmp>/ { print "sync B data"; next }
-		/ (fsync|fdatasync)\([0-9]+<[^>]*\/attempts>/ { print "sync attempts"; next }
-		/ syncfs\(/ { print "syncfs"; next }
-		/ execve\(.*CARDBATON_ATTEMPT_ID/ && !b { print "exec B"; b = 1 }' "$T/st" > "$T/steps"
-	cat "$T/steps"
-	# A's end: the last A rename; the lines from the sync before it to
-	# B's job are exactly these.
-	last=$(grep -n '^rename A$' "$T/steps" | tail -n1 | cut -d: -f1)
-	exec_b=$(grep -n '^exec B$' "$T/steps" | cut -d: -f1)
-	[ "$(sed -n "$((last - 1)),${exec_b}p" "$T/steps" | tr '\n' ,)" = \
-		"sync A data,rename A,sync B data,rename B,sync attempts,exec B," ]
+	flush_steps fa-1 fb-1
+	end_then_start
 	# B's end, with nothing staged after it: its data synced before its
 	# rename, and a flush of attempts/ after it, its supervisor's own
 	# (the baton's final flush, of A's end, may come before, after or
@@ -324,20 +341,8 @@ starts() {          # starts ID: how many times attempt ID's job started
 	# its exec on (the other one's are left out).
 	grep -q 'execve("/proc/self/exe", \["cardbaton-worker", "-d", "[^"]*", "deck", "d1b-1"\]' "$T/st"
 	starter=$(grep -m1 -E ' (rename|renameat|renameat2)\(.*"d1b-1\.state"' "$T/st" | cut -d' ' -f1)
-	awk -v starter="$starter" '
-		/execve\("\/proc\/self\/exe", \["cardbaton-worker", "-d", "[^"]*", "(deck|baton)"/ && $1 != starter { out[$1] = 1 }
-		out[$1] { next }
-		/ (rename|renameat|renameat2)\(.*"d1a-1\.state"/ { print "rename A"; next }
-		/ (rename|renameat|renameat2)\(.*"d1b-1\.state"/ { print "rename B"; next }
-		/ (fsync|fdatasync)\([0-9]+<[^>]*\/\.d1a-1\.state\.tmp>/ { print "sync A data"; next }
-		/ (fsync|fdatasync)\([0-9]+<[^>]*\/\.d1b-1\.state\.tmp>/ { print "sync B data"; next }
-		/ (fsync|fdatasync)\([0-9]+<[^>]*\/attempts>/ { print "sync attempts"; next }
-		/ execve\(.*CARDBATON_ATTEMPT_ID/ && !b { print "exec B"; b = 1 }' "$T/st" > "$T/steps"
-	cat "$T/steps"
-	last=$(grep -n '^rename A$' "$T/steps" | tail -n1 | cut -d: -f1)
-	exec_b=$(grep -n '^exec B$' "$T/steps" | cut -d: -f1)
-	[ "$(sed -n "$((last - 1)),${exec_b}p" "$T/steps" | tr '\n' ,)" = \
-		"sync A data,rename A,sync B data,rename B,sync attempts,exec B," ]
+	flush_steps d1a-1 d1b-1 "$starter"
+	end_then_start
 
 	# Unstaged while it waits: the deck exits at the end it waited
 	# for, and nothing starts.

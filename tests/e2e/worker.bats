@@ -56,6 +56,11 @@ exit "$CODE"'
 	[ "$status" -eq 64 ]
 	run cardbaton-worker gpus extra
 	[ "$status" -eq 64 ]
+	run cardbaton-worker deck
+	[ "$status" -eq 64 ]
+	[ "$output" = "cardbaton-worker: usage: cardbaton-worker [-d STATE_DIR] deck ID" ]
+	run cardbaton-worker deck a b
+	[ "$status" -eq 64 ]
 	run cardbaton-worker -d
 	[ "$status" -eq 64 ]
 	run cardbaton-worker -x status
