@@ -308,7 +308,7 @@ starts() {          # starts ID: how many times attempt ID's job started
 	hold b
 	spec attempt d1a-1 shell 'read x < "$GO"' env "GO=$T/go.a" gpu 0 > "$T/spec.a"
 	spec attempt d1b-1 shell "$BJOB" env "RAN=$T/ran" env "GO=$T/go.b" gpu 0 uuid "$U0" after d1a-1 > "$T/spec.b"
-	# A's launch, then (once $T/stage is there) B's, and so B's deck,
+	# A's launch, then (once $T/out.go is there) B's, and so B's deck,
 	# all traced with their children.
 	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
 		strace -f -qq -y -s 200 -e trace=fsync,fdatasync,rename,renameat,renameat2,execve \
