@@ -19,6 +19,15 @@
  * at start-up when old) or complete under its name, exactly as N
  * atomic_writes would: no name is ever given to data not yet synced.
  * LAYOUT.md §3.
+ *
+ * Spare files (the daemon's batches): a temp file is a ready spare
+ * written over -- its old data is no record's any more -- rather than a
+ * new inode, and the file a rewrite replaces is exchanged into tmp/
+ * (RENAME_EXCHANGE) rather than freed by the rename, to be the next
+ * spare.  Before a spare is written, the directory it left has been
+ * fsynced (pending until then), so no crash can put its old name back
+ * on the new data.  A spare that is not a regular file of ours with one
+ * link (someone linked a record elsewhere) is removed, never written.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -34,18 +43,126 @@
 
 static unsigned long batch_counter;
 
+static int spares_alloc(struct spares *p)
+{
+	if (p->ready)
+		return 0;
+	p->ready = calloc(SPARES_MAX, sizeof *p->ready);
+	p->pending = calloc(SPARES_MAX, sizeof *p->pending);
+	if (p->ready && p->pending)
+		return 0;
+	free(p->ready);
+	free(p->pending);
+	p->ready = NULL;
+	p->pending = NULL;
+	return -1;
+}
+
+static int spares_room(struct spares *p)
+{
+	return p && p->nready + p->npending < SPARES_MAX && spares_alloc(p) == 0;
+}
+
+int spares_keep(struct spares *p, int tmpfd, int dirfd, const char *name)
+{
+	char *spare;
+
+	if (!spares_room(p) || !(spare = xasprintf(".%ld.s%lu", (long)getpid(), ++batch_counter)))
+		return unlinkat(dirfd, name, 0);
+	if (renameat(dirfd, name, tmpfd, spare) < 0) {
+		int saved = errno;
+
+		free(spare);
+		errno = saved;
+		return -1;
+	}
+	p->pending[p->npending++] = (struct spare_pending){ spare, dirfd };
+	return 0;
+}
+
+void spares_settle(struct spares *p, int dirfd)
+{
+	for (size_t i = 0; p && i < p->npending;)
+		if (p->pending[i].dirfd == dirfd) {
+			p->ready[p->nready++] = p->pending[i].name;
+			p->pending[i] = p->pending[--p->npending];
+		} else {
+			i++;
+		}
+}
+
+void spares_free(struct spares *p, int tmpfd)
+{
+	while (p->npending) {
+		unlinkat(tmpfd, p->pending[--p->npending].name, 0);
+		free(p->pending[p->npending].name);
+	}
+	while (p->nready) {
+		unlinkat(tmpfd, p->ready[--p->nready], 0);
+		free(p->ready[p->nready]);
+	}
+	free(p->ready);
+	free(p->pending);
+	memset(p, 0, sizeof *p);
+}
+
+/* A ready spare of P in TMPFD, open for writing, its name in *NAME; -1
+ * when none is left, or none can be opened now (a read-only file
+ * system: it stays for later).  Those not fit to be written over are
+ * removed. */
+static int spare_open(struct spares *p, int tmpfd, char **name)
+{
+	struct stat st;
+
+	while (p && p->nready) {
+		char *spare = p->ready[--p->nready];
+		int fd = openat(tmpfd, spare, O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+
+		if (fd < 0 && errno != ENOENT && errno != ELOOP && errno != EISDIR && errno != ENXIO) {
+			p->ready[p->nready++] = spare;
+			return -1;
+		}
+		if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 &&
+		    st.st_uid == geteuid()) {
+			*name = spare;
+			return fd;
+		}
+		if (fd >= 0)
+			close(fd);
+		unlinkat(tmpfd, spare, 0);
+		free(spare);
+	}
+	return -1;
+}
+
+/* TMP, a temp file of B never given its name (a write or commit that
+ * failed, a dropped entry): a ready spare -- it is ours, in tmp/, and
+ * never had another name -- or, with no room, removed.  Not freeing
+ * it keeps a full disk full: nothing fails its way into room for
+ * the next try. */
+static void untemp(struct wbatch *b, char *tmp)
+{
+	if (spares_room(b->spares)) {
+		b->spares->ready[b->spares->nready++] = tmp;
+		return;
+	}
+	unlinkat(b->tmpfd, tmp, 0);
+	free(tmp);
+}
+
 void wbatch_free(struct wbatch *b)
 {
+	struct spares *p = b->spares;
+
 	for (size_t i = 0; i < b->n; i++) {
-		if (b->v[i].tmp) {
-			unlinkat(b->tmpfd, b->v[i].tmp, 0);
-			free(b->v[i].tmp);
-		}
+		if (b->v[i].tmp)
+			untemp(b, b->v[i].tmp);
 		free(b->v[i].name);
 	}
 	free(b->v);
 	memset(b, 0, sizeof *b);
 	b->tmpfd = -1;
+	b->spares = p;
 }
 
 void wbatch_drop_last(struct wbatch *b)
@@ -55,10 +172,8 @@ void wbatch_drop_last(struct wbatch *b)
 	if (!b->n)
 		return;
 	e = &b->v[--b->n];
-	if (e->tmp) {
-		unlinkat(b->tmpfd, e->tmp, 0);
-		free(e->tmp);
-	}
+	if (e->tmp)
+		untemp(b, e->tmp);
 	free(e->name);
 }
 
@@ -66,7 +181,7 @@ int wbatch_add(struct wbatch *b, int tmpfd, int dstfd, const char *name,
 	       const void *buf, size_t len, mode_t mode)
 {
 	struct wbatch_ent *e;
-	int fd, saved;
+	int fd, saved, reused = 0;
 
 	if (b->n && tmpfd != b->tmpfd) {
 		errno = EINVAL;
@@ -84,14 +199,22 @@ int wbatch_add(struct wbatch *b, int tmpfd, int dstfd, const char *name,
 	}
 	e = &b->v[b->n];
 	e->dstfd = dstfd;
-	e->name = strdup(name);
-	e->tmp = xasprintf(".%ld.b%lu.%s", (long)getpid(), ++batch_counter, name);
-	if (!e->name || !e->tmp)
+	e->replaces = 0;
+	e->tmp = NULL;
+	if (!(e->name = strdup(name)))
 		goto fail_nofile;
-	fd = openat(tmpfd, e->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-	if (fd < 0)
-		goto fail_nofile;
-	if (fchmod(fd, mode) < 0 || write_full(fd, buf, len) < 0) {
+	if ((fd = spare_open(b->spares, tmpfd, &e->tmp)) >= 0) {
+		reused = 1;
+	} else {
+		if (!(e->tmp = xasprintf(".%ld.b%lu.%s", (long)getpid(), ++batch_counter, name)))
+			goto fail_nofile;
+		fd = openat(tmpfd, e->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+		if (fd < 0)
+			goto fail_nofile;
+	}
+	/* A spare is written over, not truncated first: its block stays. */
+	if (fchmod(fd, mode) < 0 || write_full(fd, buf, len) < 0 ||
+	    (reused && ftruncate(fd, (off_t)len) < 0)) {
 		saved = errno;
 		close(fd);
 		errno = saved;
@@ -103,7 +226,8 @@ int wbatch_add(struct wbatch *b, int tmpfd, int dstfd, const char *name,
 	return 0;
 fail:
 	saved = errno;
-	unlinkat(tmpfd, e->tmp, 0);
+	untemp(b, e->tmp);
+	e->tmp = NULL;
 	errno = saved;
 fail_nofile:
 	saved = errno;
@@ -111,6 +235,24 @@ fail_nofile:
 	free(e->name);
 	errno = saved;
 	return -1;
+}
+
+/* E's temp file exchanged with the file it replaces, which stays in
+ * tmp/ under the temp name as a pending spare: 1.  0: not done (no
+ * room, no such file, no RENAME_EXCHANGE here), rename instead. */
+static int exchange(struct wbatch *b, struct wbatch_ent *e)
+{
+	struct spares *p = b->spares;
+
+	if (!spares_room(p) || p->noexchange)
+		return 0;
+	if (renameat2(b->tmpfd, e->tmp, e->dstfd, e->name, RENAME_EXCHANGE) < 0) {
+		if (errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)
+			p->noexchange = 1;
+		return 0;
+	}
+	p->pending[p->npending++] = (struct spare_pending){ e->tmp, e->dstfd };
+	return 1;
 }
 
 int wbatch_commit(struct wbatch *b, int syncfd)
@@ -140,9 +282,12 @@ int wbatch_commit(struct wbatch *b, int syncfd)
 	for (size_t i = 0; i < b->n; i++) {
 		struct wbatch_ent *e = &b->v[i];
 
-		if (renameat(b->tmpfd, e->tmp, e->dstfd, e->name) < 0)
+		if (e->replaces && exchange(b, e))
+			;               /* e->tmp now names the old file, a spare */
+		else if (renameat(b->tmpfd, e->tmp, e->dstfd, e->name) < 0)
 			return -1;      /* wbatch_free removes what is left */
-		free(e->tmp);
+		else
+			free(e->tmp);
 		e->tmp = NULL;
 		if (i == 0 && b->n > 1)
 			CRASH_POINT("batch: renamed one", NULL);        /* a part in place */
@@ -152,8 +297,11 @@ int wbatch_commit(struct wbatch *b, int syncfd)
 
 		for (k = 0; k < i && b->v[k].dstfd != b->v[i].dstfd; k++)
 			;
-		if (k == i && fsync_dir(b->v[i].dstfd) < 0)
+		if (k < i)
+			continue;
+		if (fsync_dir(b->v[i].dstfd) < 0)
 			return -1;
+		spares_settle(b->spares, b->v[i].dstfd);
 	}
 	return 0;
 }

@@ -542,6 +542,8 @@ static int queue_incoming(struct daemon *d, struct sub *v, size_t n)
 	size_t done = 0;
 	int r = 0;
 
+	b.spares = &d->spares;
+
 	for (size_t i = 0; i < n && r == 0; i++) {
 		if (!v[i].in || prepare(d, &v[i]) < 1)
 			continue;
@@ -583,8 +585,9 @@ static int queue_incoming(struct daemon *d, struct sub *v, size_t n)
 			}
 			free(qname);
 		}
+		/* Its inode a spare for the next records (batch.c). */
 		if (v[i].staged && in_queue == v[i].njobs) {
-			if (unlinkat(d->sp.dir[SD_INCOMING], v[i].in, 0) < 0)
+			if (spares_keep(&d->spares, d->sp.dir[SD_TMP], d->sp.dir[SD_INCOMING], v[i].in) < 0)
 				logmsg("incoming/%s: %s", v[i].in, strerror(errno));
 			done++;
 		}
@@ -592,6 +595,8 @@ static int queue_incoming(struct daemon *d, struct sub *v, size_t n)
 	}
 	if (done && fsync_dir(d->sp.dir[SD_INCOMING]) < 0)
 		logmsg("incoming: %s", strerror(errno));
+	else if (done)
+		spares_settle(&d->spares, d->sp.dir[SD_INCOMING]);
 	if (done)
 		d->dirty = 1;
 	wbatch_free(&b);

@@ -123,9 +123,13 @@ void write_failed(struct daemon *d, int ex, const char *msg)
 	d->stall_retry_at = mono_now() + STALL_RETRY_MS;
 }
 
-/* A spool write succeeded: the end of a stall, if there was one. */
+/* A spool write succeeded: the end of a stall, if there was one and
+ * the probe has passed (stall_retry).  A write into a spare file
+ * (batch.c) can succeed on a full disk and ends nothing. */
 void write_ok(struct daemon *d)
 {
+	if (d->stalled)
+		return;
 	if (d->stall_said)
 		logmsg("the spool can be written again; catching up");
 	d->stall_said = 0;

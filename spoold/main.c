@@ -439,6 +439,7 @@ static void stall_retry(struct daemon *d)
 		return;
 	}
 	d->stalled = 0;
+	write_ok(d);
 	scan_dir(d, SD_INCOMING);
 	scan_dir(d, SD_NEW);
 	scan_dir(d, SD_CTL);
@@ -837,6 +838,7 @@ int main(int argc, char **argv)
 		die_err(&err);
 	if ((d.lockfd = spool_lock_daemon(&d.sp, &err)) < 0 || hooks_open(&d, &err) < 0)
 		die_err(&err);
+	d.turn.spares = &d.spares;
 	if (setup_nodes(&d) < 0) {
 		logmsg("%s", strerror(errno));
 		return EX_OSERR_;

@@ -196,6 +196,7 @@ struct daemon {
 	/* This turn's records, staged, and what waits for their commit
 	 * (turn.c). */
 	struct wbatch turn;
+	struct spares spares;           /* the files it replaced, for reuse (batch.c) */
 	struct staged *staged;          /* parallel to turn.v */
 	size_t capstaged;
 	struct effect *after;

@@ -9,8 +9,9 @@
  * removal of a control request applied to it, waits as an effect.  At
  * the end of the turn, before the loop sleeps, turn_commit makes the
  * records durable -- the temp files' data synced, every rename, one
- * fsync of each directory renamed into; then the old names removed,
- * one fsync of each of their directories -- and only then runs the
+ * fsync of each directory renamed into; then the old names removed
+ * (kept in tmp/ as spares for the next writes, batch.c), one fsync of
+ * each of their directories -- and only then runs the
  * effects, in the order they were asked.  So, as with one atomic write
  * per record (LAYOUT.md §6), a node never hears of a record the spool
  * could still lose, and a crash anywhere leaves each record old or new
@@ -67,7 +68,7 @@ int turn_stage(struct daemon *d, struct job *j, enum spool_dir from, const char 
 {
 	struct cb_err err = { 0 };
 	struct staged *s;
-	const struct wbatch_ent *e;
+	struct wbatch_ent *e;
 	int hook;
 #ifdef CB_CRASH_POINTS
 	char trans[64];
@@ -95,10 +96,13 @@ int turn_stage(struct daemon *d, struct job *j, enum spool_dir from, const char 
 	s->from = from;
 	s->from_name = NULL;
 	s->hook = 0;
-	/* The rename replaces a copy of the same name in the same place;
-	 * an old copy left for want of memory loses to the higher rev. */
-	if (from_name && (d->sp.dir[from] != e->dstfd || strcmp(from_name, e->name)) &&
-	    !(s->from_name = strdup(from_name)))
+	/* The commit exchanges it with a copy of the same name in the same
+	 * place (that copy a spare, batch.c); an old copy elsewhere is
+	 * removed after the commit, and one left for want of memory loses
+	 * to the higher rev. */
+	if (from_name && d->sp.dir[from] == e->dstfd && !strcmp(from_name, e->name))
+		e->replaces = 1;
+	else if (from_name && !(s->from_name = strdup(from_name)))
 		logmsg("job %lld: out of memory; its old copy stays", j->id);
 	return 0;
 fail:
@@ -168,7 +172,8 @@ static void commit_records(struct daemon *d)
 
 		if (!s->from_name)
 			continue;
-		if (unlinkat(d->sp.dir[s->from], s->from_name, 0) == 0 || errno == ENOENT)
+		if (spares_keep(&d->spares, d->sp.dir[SD_TMP], d->sp.dir[s->from], s->from_name) == 0 ||
+		    errno == ENOENT)
 			removed[s->from] = 1;
 		else    /* the higher rev wins */
 			logmsg("job %lld: its old copy %s/%s stays: %s", s->id,
@@ -176,8 +181,11 @@ static void commit_records(struct daemon *d)
 		free(s->from_name);
 	}
 	for (int k = 0; k < SD_N; k++)
-		if (removed[k] && fsync_dir(d->sp.dir[k]) < 0)
-			fatal(d, spool_dir_name[k]);
+		if (removed[k]) {
+			if (fsync_dir(d->sp.dir[k]) < 0)
+				fatal(d, spool_dir_name[k]);
+			spares_settle(&d->spares, d->sp.dir[k]);
+		}
 	CRASH_POINT("turn: committed", NULL);
 	for (size_t i = 0; i < d->turn.n; i++)
 		if (d->staged[i].hook)
@@ -214,6 +222,7 @@ void turn_free(struct daemon *d)
 	for (size_t i = 0; i < d->turn.n; i++)
 		free(d->staged[i].from_name);
 	wbatch_free(&d->turn);
+	spares_free(&d->spares, d->sp.dir[SD_TMP]);
 	free(d->staged);
 	for (size_t i = 0; i < d->nafter; i++) {
 		free(d->after[i].name);

@@ -265,6 +265,39 @@ final() {
 	grep -q 'tmp/adir: is a directory; ignored' "$T/daemon.log"
 }
 
+@test "spare files: a record's old copies are kept in tmp/ and their inodes reused by later records; a stop removes them, a crash leaves them to the next start" {
+	start_daemon
+	a=$(sub --gpu-count 0 -- true)
+	wait_for 10 final "$a"
+	wait_for 10 '[ -z "$(ls -A "$T/spool/running")" ]'   # its old copy moved
+	# a's old copies went into tmp/ as spares of this daemon's ...
+	[ "$(ls -A "$T/spool/tmp" | grep -c "^\.$DAEMON_PID\.")" -ge 1 ]
+	before=$(find "$T/spool/tmp" -type f -printf '%i\n')
+	# ... and the next job's records are written into them or into its
+	# own submitted file, never into a new inode.
+	printf 'command: [true]\ngpu_count: 0\n' > "$T/spool/tmp/b"
+	sub_ino=$(stat -c %i "$T/spool/tmp/b")
+	mv "$T/spool/tmp/b" "$T/spool/new/b.job"
+	wait_for 10 '[ "$(ls "$T/spool/done" | wc -l)" -eq 2 ]'
+	b=$(ls "$T/spool/done" | sort | tail -n 1)
+	grep -qx "$(stat -c %i "$T/spool/done/$b")" <<< "$before
+$sub_ino"
+	stop_daemon
+	[ -z "$(ls -A "$T/spool/tmp")" ]
+	start_daemon
+	c=$(sub --gpu-count 0 -- true)
+	wait_for 10 final "$c"
+	[ -n "$(ls -A "$T/spool/tmp")" ]
+	dead=$DAEMON_PID
+	kill -KILL "$DAEMON_PID"
+	wait "$DAEMON_PID" 2>/dev/null || true
+	start_daemon
+	id=$(sub --gpu-count 0 -- true)
+	wait_for 10 final "$id"
+	[ -z "$(ls -A "$T/spool/tmp" | grep "^\.$dead\.")" ]
+	[ "$(state "$a")" = succeeded ] && [ "$(state "$c")" = succeeded ] && [ "$(state "$id")" = succeeded ]
+}
+
 @test "one daemon per spool" {
 	start_daemon
 	run cardbaton-spoold --config "$C"
