@@ -14,11 +14,15 @@
  *
  *   claim    faccessat new/NAME; renameat2 NOREPLACE to incoming/ID;
  *            fsync incoming/ and new/
- *   record   fstatat and read incoming/ID; write tmp/.ID.tmp (fchmod;
- *            the file's bytes as the record); syncfs; rename each to
- *            queued/PRIO-ID.job; fsync queued/
- *   done     unlink incoming/ID; fsync incoming/
+ *   record   fstatat and read incoming/ID; write the record (fchmod;
+ *            the file's bytes as the record) into a spare file of
+ *            tmp/ (opened without O_CREAT, written over, ftruncate),
+ *            or a new tmp/.ID.tmp when none is left; syncfs; rename
+ *            each to queued/PRIO-ID.job; fsync queued/
+ *   done     rename incoming/ID into tmp/ as a spare (unlink it when
+ *            1,024 are kept); fsync incoming/
  *
+ * (the daemon's spare files, LAYOUT.md section 3).
  * until N files are moved.  After a queue overflow, as the daemon does,
  * new/ is read whole and taken in batches of as many.  Prints the seconds from WRITER's start to
  * the last move.  Exit 1 on a failed call (named on stderr) or a writer
@@ -68,12 +72,18 @@ static double since(const struct timespec *t0)
 	return (double)(t.tv_sec - t0->tv_sec) + (t.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
+/* The spare files in tmp/ (.sK), as the daemon keeps them. */
+#define SPARES_MAX 1024
+static long long spare[SPARES_MAX], nspare, spare_seq;
+
 /* The batch NAMES[0..N): claimed, recorded, done (above). */
 static void accept_batch(int spool, int nd, int in, int qd, int td, char **names, size_t n,
 			 long long *id)
 {
 	char name[64], tmp[64], q[64], buf[65536];
 	long long first = *id + 1;
+	static char **tmps;
+	static size_t ntmps;
 
 	for (size_t i = 0; i < n; i++) {
 		if (faccessat(nd, names[i], F_OK, AT_SYMLINK_NOFOLLOW) < 0) {
@@ -99,23 +109,38 @@ static void accept_batch(int spool, int nd, int in, int qd, int td, char **names
 		if ((fd = openat(in, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
 		    (len = read(fd, buf, sizeof buf)) < 0 || close(fd) < 0)
 			die("read", name);
-		if ((fd = openat(td, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) < 0 ||
-		    fchmod(fd, 0644) < 0 || write(fd, buf, (size_t)len) != len || close(fd) < 0)
-			die("write", tmp);
+		if (nspare) {
+			snprintf(tmp, sizeof tmp, ".s%lld", spare[--nspare]);
+			if ((fd = openat(td, tmp, O_WRONLY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+			    fchmod(fd, 0644) < 0 || write(fd, buf, (size_t)len) != len ||
+			    ftruncate(fd, len) < 0 || close(fd) < 0)
+				die("write", tmp);
+		} else {
+			snprintf(tmp, sizeof tmp, ".%010lld.tmp", k);
+			if ((fd = openat(td, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) < 0 ||
+			    fchmod(fd, 0644) < 0 || write(fd, buf, (size_t)len) != len || close(fd) < 0)
+				die("write", tmp);
+		}
+		if (!(tmps = realloc(tmps, (ntmps + 1) * sizeof *tmps)) || !(tmps[ntmps++] = strdup(tmp)))
+			die("realloc", NULL);
 	}
 	if (syncfs(spool) < 0)
 		die("syncfs", NULL);
 	for (long long k = first; k <= *id; k++) {
-		snprintf(tmp, sizeof tmp, ".%010lld.tmp", k);
 		snprintf(q, sizeof q, "000000000-%010lld.job", k);
-		if (renameat(td, tmp, qd, q) < 0)
-			die("rename", tmp);
+		if (renameat(td, tmps[k - first], qd, q) < 0)
+			die("rename", tmps[k - first]);
+		free(tmps[k - first]);
 	}
+	ntmps = 0;
 	dsync(qd, "queued");
 	for (long long k = first; k <= *id; k++) {
 		snprintf(name, sizeof name, "%010lld.job", k);
-		if (unlinkat(in, name, 0) < 0)
-			die("unlink", name);
+		snprintf(tmp, sizeof tmp, ".s%lld", ++spare_seq);
+		if (nspare < SPARES_MAX ? renameat(in, name, td, tmp) < 0 : unlinkat(in, name, 0) < 0)
+			die("remove", name);
+		if (nspare < SPARES_MAX)
+			spare[nspare++] = spare_seq;
 	}
 	dsync(in, "incoming");
 }
