@@ -87,8 +87,12 @@ int atomic_write(int tmpfd, int dstfd, const char *name,
  * no sync; AW_DURABLE the file and the directory; AW_DATA the file
  * alone, before the rename: the new name is whole when it is there,
  * and is made durable by the caller's next fsync of DIRFD (or any
- * writer's in that directory). */
-enum { AW_VIEW = 0, AW_DURABLE = 1, AW_DATA = 2 };
+ * writer's in that directory).  | AW_KEEP_OLD: the file NAME held is
+ * not freed by the rename but exchanged into TMPNAME
+ * (RENAME_EXCHANGE), for the caller to remove when it is off its
+ * critical path (freeing a file can wait for the disk's discard); a
+ * plain rename where NAME is new or the file system has no exchange. */
+enum { AW_VIEW = 0, AW_DURABLE = 1, AW_DATA = 2, AW_KEEP_OLD = 4 };
 int atomic_write_at(int dirfd, const char *tmpname, const char *name,
 		    const void *buf, size_t len, mode_t mode, int durable);
 

@@ -157,11 +157,22 @@ int fsync_dir(int dirfd)
 	return 0;
 }
 
+/* TMPFD/TMP put in DSTFD/NAME's place, the file there left under TMP
+ * (KEEP) or freed. */
+static int put(int tmpfd, const char *tmp, int dstfd, const char *name, int keep)
+{
+	if (keep && renameat2(tmpfd, tmp, dstfd, name, RENAME_EXCHANGE) == 0)
+		return 0;
+	if (keep && errno != ENOENT && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+		return -1;
+	return renameat(tmpfd, tmp, dstfd, name);
+}
+
 /* The atomic write's steps, TMPFD/TMP to DSTFD/NAME. */
 static int write_rename(int tmpfd, const char *tmp, int dstfd, const char *name,
-			const void *buf, size_t len, mode_t mode, int durable)
+			const void *buf, size_t len, mode_t mode, int how)
 {
-	int fd, saved;
+	int durable = how & ~AW_KEEP_OLD, fd, saved;
 
 	fd = openat(tmpfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
 	if (fd < 0)
@@ -172,7 +183,7 @@ static int write_rename(int tmpfd, const char *tmp, int dstfd, const char *name,
 		close(fd);
 		goto fail;
 	}
-	if (close(fd) < 0 || renameat(tmpfd, tmp, dstfd, name) < 0) {
+	if (close(fd) < 0 || put(tmpfd, tmp, dstfd, name, how & AW_KEEP_OLD) < 0) {
 		saved = errno;
 		goto fail;
 	}

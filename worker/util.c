@@ -253,7 +253,16 @@ int wk_state_write(const struct wk_state *st, const char *id, const struct wire_
 
 int wk_state_write_data(const struct wk_state *st, const char *id, const struct wire_rec *r)
 {
-	return state_write(st, id, r, AW_DATA);
+	return state_write(st, id, r, AW_DATA | AW_KEEP_OLD);
+}
+
+void wk_state_drop_old(const struct wk_state *st, const char *id)
+{
+	char *tmp = xasprintf(".%s.state.tmp", id);
+
+	if (tmp)
+		unlinkat(st->attfd, tmp, 0);
+	free(tmp);
 }
 
 int wk_state_final(const char *s)

@@ -111,8 +111,10 @@ int wk_state_write(const struct wk_state *st, const char *id, const struct wire_
 /* The same with the file's data synced but not attempts/: the new
  * state is whole when it is there, and is on disk at the next fsync
  * of attempts/ (a supervisor's final state before the baton: LAYOUT.md
- * section 8). */
+ * section 8).  The state it replaced stays in .ID.state.tmp (not freed
+ * on the way to the next job) until wk_state_drop_old. */
 int wk_state_write_data(const struct wk_state *st, const char *id, const struct wire_rec *r);
+void wk_state_drop_old(const struct wk_state *st, const char *id);
 /* The final states: succeeded failed cancelled lost paused unstaged. */
 int wk_state_final(const char *state);
 /* Does state record R say state WS? */

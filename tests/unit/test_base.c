@@ -97,6 +97,26 @@ static void writes(int dfd)
 	CHECK(atomic_write_at(dfd, ".s.tmp", "s", "", 0, 0600, 0) == 0);
 	CHECK(read_capped(dfd, "s", 10, &buf, &len) == 0 && len == 0);
 	free(buf);
+	/* AW_KEEP_OLD: the file replaced is not freed but left under the
+	 * temporary name; where there was none, a plain rename. */
+	CHECK(atomic_write_at(dfd, ".k.tmp", "k", "first", 5, 0600, AW_DATA | AW_KEEP_OLD) == 0);
+	CHECK(mode_of(dfd, ".k.tmp") == (mode_t)-1);
+	{
+		struct stat a, b;
+
+		CHECK(fstatat(dfd, "k", &a, 0) == 0);
+		CHECK(atomic_write_at(dfd, ".k.tmp", "k", "second", 6, 0600, AW_DATA | AW_KEEP_OLD) == 0);
+		CHECK(read_capped(dfd, "k", 10, &buf, &len) == 0 && strcmp(buf, "second") == 0);
+		free(buf);
+		CHECK(read_capped(dfd, ".k.tmp", 10, &buf, &len) == 0 && strcmp(buf, "first") == 0);
+		free(buf);
+		CHECK(fstatat(dfd, ".k.tmp", &b, 0) == 0 && a.st_ino == b.st_ino);
+	}
+	/* The next write takes the kept file for a stale one. */
+	CHECK(atomic_write_at(dfd, ".k.tmp", "k", "third", 5, 0600, AW_DURABLE) == 0);
+	CHECK(mode_of(dfd, ".k.tmp") == (mode_t)-1);
+	CHECK(read_capped(dfd, "k", 10, &buf, &len) == 0 && strcmp(buf, "third") == 0);
+	free(buf);
 	/* A symbolic link as the temporary name is removed, not followed. */
 	CHECK(symlinkat("m", dfd, ".l.tmp") == 0);
 	CHECK(atomic_write_at(dfd, ".l.tmp", "l", "x", 1, 0600, 1) == 0);
