@@ -285,7 +285,7 @@ int wbatch_commit(struct wbatch *b, int syncfd)
 		if (e->replaces && exchange(b, e))
 			;               /* e->tmp now names the old file, a spare */
 		else if (renameat(b->tmpfd, e->tmp, e->dstfd, e->name) < 0)
-			return -1;      /* wbatch_free removes what is left */
+			return -1;      /* wbatch_free takes back what is left */
 		else
 			free(e->tmp);
 		e->tmp = NULL;

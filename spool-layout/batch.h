@@ -57,14 +57,14 @@ int wbatch_add(struct wbatch *b, int tmpfd, int dstfd, const char *name,
 	       const void *buf, size_t len, mode_t mode);
 /* syncfs(SYNCFD), rename every staged file into place, fsync each
  * destination directory once.  0 or -1/errno (the files not yet renamed
- * stay staged: wbatch_free removes them).  With spares, a file staged
+ * stay staged: wbatch_free takes them back).  With spares, a file staged
  * with replaces set is exchanged with the one it replaces, which
  * becomes a spare, ready once its directory is synced. */
 int wbatch_commit(struct wbatch *b, int syncfd);
-/* Take back the file staged last (its temp file removed). */
+/* Take back the file staged last (its temp file a spare, or removed). */
 void wbatch_drop_last(struct wbatch *b);
-/* Remove what is still staged; B is empty and reusable (its spares
- * stay). */
+/* What is still staged taken back (a spare, or removed); B is empty
+ * and reusable, its spares kept. */
 void wbatch_free(struct wbatch *b);
 /* DIRFD/NAME, a file no longer needed, moved into TMPFD as a spare
  * pending on DIRFD, or unlinked when P is full or NULL.  0 or -1/errno,

@@ -802,6 +802,7 @@ void supervise(struct launch *l, int notify)
 	 * attempt's, baton.c), and nothing of the attempt lives on. */
 	close(l->lockfd);
 	l->lockfd = -1;
+	CRASH_POINT("worker supervise: lock let go", NULL);
 	wk_state_drop_old(l->st, l->sp->id);    /* freed now, beside the deck's start */
 	wire_free(&rec);
 	tell_launcher(&s);
