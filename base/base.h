@@ -70,6 +70,13 @@ int read_capped(int dirfd, const char *name, size_t cap, char **buf, size_t *len
 /* fsync a directory (EINVAL, a file system that cannot, is no error). */
 int fsync_dir(int dirfd);
 
+/* FROMFD/FROM and TOFD/TO exchanged (renameat2 RENAME_EXCHANGE): 0; 1
+ * when that cannot be done here -- TO does not exist (ENOENT) or the
+ * file system has no exchange (EINVAL, ENOSYS, EOPNOTSUPP), errno
+ * saying which: a plain rename is the caller's way on; -1 on any other
+ * error (errno). */
+int exchange_at(int fromfd, const char *from, int tofd, const char *to);
+
 /*
  * Write BUF[0..LEN) as DSTFD/NAME atomically: create a unique file in
  * TMPFD (".PID.COUNTER.NAME") with O_EXCL|O_NOFOLLOW and exactly MODE

@@ -157,14 +157,21 @@ int fsync_dir(int dirfd)
 	return 0;
 }
 
+int exchange_at(int fromfd, const char *from, int tofd, const char *to)
+{
+	if (renameat2(fromfd, from, tofd, to, RENAME_EXCHANGE) == 0)
+		return 0;
+	return errno == ENOENT || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP ? 1 : -1;
+}
+
 /* TMPFD/TMP put in DSTFD/NAME's place, the file there left under TMP
  * (KEEP) or freed. */
 static int put(int tmpfd, const char *tmp, int dstfd, const char *name, int keep)
 {
-	if (keep && renameat2(tmpfd, tmp, dstfd, name, RENAME_EXCHANGE) == 0)
-		return 0;
-	if (keep && errno != ENOENT && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
-		return -1;
+	int r;
+
+	if (keep && (r = exchange_at(tmpfd, tmp, dstfd, name)) <= 0)
+		return r;
 	return renameat(tmpfd, tmp, dstfd, name);
 }
 

@@ -246,13 +246,16 @@ static int exchange(struct wbatch *b, struct wbatch_ent *e)
 
 	if (!spares_room(p) || p->noexchange)
 		return 0;
-	if (renameat2(b->tmpfd, e->tmp, e->dstfd, e->name, RENAME_EXCHANGE) < 0) {
-		if (errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)
-			p->noexchange = 1;
+	switch (exchange_at(b->tmpfd, e->tmp, e->dstfd, e->name)) {
+	case 0:
+		p->pending[p->npending++] = (struct spare_pending){ e->tmp, e->dstfd };
+		return 1;
+	case 1:
+		p->noexchange = errno != ENOENT;
 		return 0;
+	default:
+		return 0;       /* the rename says what is wrong */
 	}
-	p->pending[p->npending++] = (struct spare_pending){ e->tmp, e->dstfd };
-	return 1;
 }
 
 int wbatch_commit(struct wbatch *b, int syncfd)

@@ -57,6 +57,14 @@ static int state_exists(const struct wk_state *st, const char *id)
 	return errno == ENOENT ? 0 : -1;
 }
 
+/* Is staged/ID there?  1, 0, or -1 (errno). */
+static int is_staged(const struct wk_state *st, const char *id)
+{
+	if (faccessat(st->stagedfd, id, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+		return 1;
+	return errno == ENOENT ? 0 : -1;
+}
+
 /* staged/ID removed (it may be gone already). */
 static void unstage_file(const struct wk_state *st, const char *id)
 {
@@ -521,7 +529,7 @@ static int lock_free_wait(const struct wk_state *st, const char *aid, const char
 		alarm(0);
 		if (r == 0 || errno != EINTR)
 			break;
-		if (faccessat(st->stagedfd, id, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT) {
+		if (is_staged(st, id) == 0) {
 			r = 1;  /* unstaged meanwhile: nothing to wait for */
 			break;
 		}
@@ -566,8 +574,8 @@ int cmd_deck(struct wk_state *st, int argc, char **argv)
 		if (r != 0)
 			break;
 		baton_try(st, argv[0]);
-		if (faccessat(st->stagedfd, argv[0], F_OK, AT_SYMLINK_NOFOLLOW) < 0)
-			break;  /* started, or given up (ENOENT), or unreadable */
+		if (is_staged(st, argv[0]) != 1)
+			break;  /* started, or given up, or unreadable */
 		/* Still staged: an attempt it is after lives on (its lock
 		 * was free: between its launch's steps), or another baton
 		 * holds staged/ID this moment.  Soon again, a few times. */
@@ -653,7 +661,6 @@ int stage_launch(struct wk_state *st, struct spec *sp)
 {
 	struct wire_rec ans = { 0 };
 	struct stat sb;
-	const char *s_staged;
 	int got, alive, rc = 0, dir, staged;
 
 	/* a: an attempt that exists is answered (or, a directory without
@@ -667,7 +674,7 @@ int stage_launch(struct wk_state *st, struct spec *sp)
 	dir = fstatat(st->attfd, sp->id, &sb, AT_SYMLINK_NOFOLLOW) == 0;
 	if (!dir && errno != ENOENT)
 		return wk_errsys(EX_OSERR_, "%s/attempts/%s", st->path, sp->id);
-	staged = faccessat(st->stagedfd, sp->id, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+	staged = is_staged(st, sp->id) == 1;
 	if (!staged && errno != ENOENT)
 		return wk_errsys(EX_OSERR_, "%s/staged/%s", st->path, sp->id);
 	if (got || (dir && !staged)) {
@@ -701,8 +708,7 @@ int stage_launch(struct wk_state *st, struct spec *sp)
 		rc = wk_errsys(EX_OSERR_, "stdout");
 	/* e: still staged: on deck until its turn (after the answer, which
 	 * nothing here holds up). */
-	if (!st->slurm && (s_staged = wire_get(&ans, "state")) &&
-	    !strcmp(s_staged, wire_state_name(WS_STAGED)))
+	if (!st->slurm && wk_state_is(&ans, WS_STAGED))
 		deck_spawn(st, sp->id);
 	wire_free(&ans);
 	return rc;

@@ -227,11 +227,17 @@ int wk_state_read(const struct wk_state *st, const char *id, struct wire_rec *r)
 	return 1;
 }
 
+/* attempts/ID.state's temporary name, malloc'd or NULL. */
+static char *state_tmp(const char *id)
+{
+	return xasprintf(".%s.state.tmp", id);
+}
+
 static int state_write(const struct wk_state *st, const char *id, const struct wire_rec *r,
 		       int durable)
 {
 	char *name = xasprintf("%s.state", id);
-	char *tmp = xasprintf(".%s.state.tmp", id);
+	char *tmp = state_tmp(id);
 	char *buf = NULL;
 	long n;
 	int rc = -1, e;
@@ -258,7 +264,7 @@ int wk_state_write_data(const struct wk_state *st, const char *id, const struct 
 
 void wk_state_drop_old(const struct wk_state *st, const char *id)
 {
-	char *tmp = xasprintf(".%s.state.tmp", id);
+	char *tmp = state_tmp(id);
 
 	if (tmp)
 		unlinkat(st->attfd, tmp, 0);
