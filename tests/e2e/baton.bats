@@ -264,7 +264,7 @@ starts() {          # starts ID: how many times attempt ID's job started
 	[ "$(starts 7b-1)" -eq 1 ]
 }
 
-@test "an end and the staged start it makes share one flush of attempts/: the end's data synced before its rename, its name by the start's, before the job runs; the exec into the baton releases no inotify instance" {
+@test "an end and the staged start it makes share one flush of attempts/: the end's data synced before its rename, its name by the start's, before the job runs; the end exchanged into place, the old state removed after; the exec into the baton releases no inotify instance" {
 	command -v strace >/dev/null || { echo "strace missing: tests/install-deps installs it" >&2; false; }
 	hold a
 	spec attempt fa-1 shell 'read x < "$GO"' env "GO=$T/go.a" gpu 0 > "$T/spec.a"
@@ -286,6 +286,10 @@ starts() {          # starts ID: how many times attempt ID's job started
 	[ "$(st fa-1 state)" = succeeded ]
 	flush_steps fa-1 fb-1
 	end_then_start
+	# A's end took its running state's place by an exchange (that file
+	# not freed on the way to B's start), and was removed after.
+	grep -qE 'renameat2\([^,]*, "\.fa-1\.state\.tmp", [^,]*, "fa-1\.state", RENAME_EXCHANGE\) = 0' "$T/st"
+	[ ! -e "$STATE/attempts/.fa-1.state.tmp" ]
 	# B's end, with nothing staged after it: its data synced before its
 	# rename, and a flush of attempts/ after it, its supervisor's own
 	# (the baton's final flush, of A's end, may come before, after or
