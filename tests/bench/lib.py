@@ -46,6 +46,28 @@ def cmd_drop(args):
         os.close(fd)
         os.rename(p, os.path.join(new, name))
 
+def cmd_fsfloor(args):
+    # fsfloor SPOOL N : a submit's file operations alone, no process: a
+    # new file in tmp/, written, synced, renamed into new/, new/ synced;
+    # per-file ms (the submit row's floor, on the same directories).
+    spool, n = args[0], int(args[1])
+    tmp, new = os.path.join(spool, "tmp"), os.path.join(spool, "new")
+    dfd = os.open(new, os.O_RDONLY | os.O_DIRECTORY)
+    xs = []
+    for i in range(n):
+        name = f"floor-{os.getpid()}-{i:07d}.job"
+        p = os.path.join(tmp, "." + name)
+        t = time.perf_counter_ns()
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, b'{"command":["true"]}')
+        os.fsync(fd)
+        os.close(fd)
+        os.rename(p, os.path.join(new, name))
+        os.fsync(dfd)
+        xs.append((time.perf_counter_ns() - t) / 1e6)
+    os.close(dfd)
+    print(json.dumps(summary(xs)))
+
 def cmd_fabricate(args):
     # fabricate RECORD DONEDIR N : N copies of a finished record, IDs 1..N.
     rec = json.load(open(args[0])); d = args[1]; n = int(args[2])
