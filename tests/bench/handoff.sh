@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/bench/handoff.sh BUILD [local|ssh] [N]   (env HOLD=SECONDS, NVML=fake)
+# tests/bench/handoff.sh BUILD [local|ssh] [N]   (env HOLD=SECONDS, NVML=fake, BENCH_TMP=DIR)
 #
 # N trivial jobs through one card; each records its start and end time
 # (ns).  Prints the median and p90 of next-start minus previous-end: the
@@ -11,13 +11,15 @@
 # fake library (HOSTS_NVML=fake); without NVML=fake the host's cc fails,
 # so that it gets the static build, nvidia-smi only: the fallback of a
 # node without a compiler.
+# Its files (spool, node state, the test host's) go under BENCH_TMP
+# (default /tmp), as those of tests/bench/run do.
 set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
 mode=${2:-local}
 n=${3:-50}
 top=$(cd "$(dirname "$0")/../.." && pwd)
 export CB_BUILD=$build CB_TOP=$top
-tmp=$(mktemp -d /tmp/cardbaton-bench.XXXXXX)
+tmp=$(mktemp -d "${BENCH_TMP:-/tmp}/cardbaton-bench.XXXXXX")
 export BATS_FILE_TMPDIR=$tmp HOME=$tmp/home XDG_RUNTIME_DIR=$tmp/run XDG_STATE_HOME=$tmp/state
 mkdir -p "$HOME" && mkdir -m 700 "$XDG_RUNTIME_DIR"
 export PATH=$build:$PATH
