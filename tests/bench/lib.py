@@ -34,6 +34,13 @@ def cmd_delays(args):
     b = [int(x) for x in open(args[1])]
     print(json.dumps(summary([(b[i] - a[i]) / 1e6 for i in range(len(a))])))
 
+def cmd_flow(args):
+    # flow ENDS T0 : ENDS one time (ns) a line, T0 a start (ns): the rate
+    # from the first end to the last (a second), and the first end's
+    # seconds after T0.
+    e = sorted(int(x) for x in open(args[0])); t0 = int(args[1])
+    print(json.dumps({"rate": (len(e) - 1) / ((e[-1] - e[0]) / 1e9), "first_s": (e[0] - t0) / 1e9}))
+
 def cmd_drop(args):
     # drop SPOOL N JSON : write N job files through tmp/ into new/, fast.
     spool, n, body = args[0], int(args[1]), args[2].encode()
