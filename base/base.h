@@ -67,6 +67,16 @@ int read_fd(int fd, size_t max, char **buf, size_t *len);
  */
 int read_capped(int dirfd, const char *name, size_t cap, char **buf, size_t *len);
 
+/*
+ * read_capped, and then what was read is what NAME holds: -1 with errno
+ * ENOENT also when NAME no longer names the file read, or that file
+ * changed while it was read (size or ctime).  For the spool's records,
+ * whose old files the daemon writes over once it has moved them away
+ * (its spare files, LAYOUT.md §3): a reader that opened one just before
+ * takes it as moved on, never another record's bytes or a mix.
+ */
+int read_named(int dirfd, const char *name, size_t cap, char **buf, size_t *len);
+
 /* fsync a directory (EINVAL, a file system that cannot, is no error). */
 int fsync_dir(int dirfd);
 

@@ -79,7 +79,22 @@ int read_fd(int fd, size_t max, char **out, size_t *len)
 	return 0;
 }
 
-int read_capped(int dirfd, const char *name, size_t cap, char **bufp, size_t *lenp)
+/* ST (taken before the read) still what DIRFD/NAME and FD are: the same
+ * file under NAME, not changed since.  0 when so; -1 otherwise. */
+static int still_named(int dirfd, const char *name, int fd, const struct stat *st)
+{
+	struct stat now, named;
+
+	if (fstat(fd, &now) < 0 || fstatat(dirfd, name, &named, AT_SYMLINK_NOFOLLOW) < 0)
+		return -1;
+	if (named.st_dev != st->st_dev || named.st_ino != st->st_ino || now.st_size != st->st_size ||
+	    now.st_ctim.tv_sec != st->st_ctim.tv_sec || now.st_ctim.tv_nsec != st->st_ctim.tv_nsec)
+		return -1;
+	return 0;
+}
+
+static int read_whole(int dirfd, const char *name, size_t cap, char **bufp, size_t *lenp,
+		      int named)
 {
 	struct stat st;
 	char *buf;
@@ -121,7 +136,7 @@ int read_capped(int dirfd, const char *name, size_t cap, char **bufp, size_t *le
 				break;
 			if (r > 0) {
 				free(buf);
-				saved = EFBIG;
+				saved = named && still_named(dirfd, name, fd, &st) < 0 ? ENOENT : EFBIG;
 				goto fail;
 			}
 		} else {
@@ -139,6 +154,11 @@ int read_capped(int dirfd, const char *name, size_t cap, char **bufp, size_t *le
 		free(buf);
 		goto fail;
 	}
+	if (named && still_named(dirfd, name, fd, &st) < 0) {
+		free(buf);
+		saved = ENOENT;
+		goto fail;
+	}
 	close(fd);
 	buf[len] = '\0';
 	*bufp = buf;
@@ -148,6 +168,16 @@ fail:
 	close(fd);
 	errno = saved;
 	return -1;
+}
+
+int read_capped(int dirfd, const char *name, size_t cap, char **bufp, size_t *lenp)
+{
+	return read_whole(dirfd, name, cap, bufp, lenp, 0);
+}
+
+int read_named(int dirfd, const char *name, size_t cap, char **bufp, size_t *lenp)
+{
+	return read_whole(dirfd, name, cap, bufp, lenp, 1);
 }
 
 int fsync_dir(int dirfd)

@@ -23,7 +23,7 @@
 static int read_record(struct spool *sp, enum spool_dir d, const char *name,
 		       char **buf, size_t *len, struct cb_err *err)
 {
-	if (read_capped(sp->dir[d], name, RECORD_MAX, buf, len) < 0) {
+	if (read_named(sp->dir[d], name, RECORD_MAX, buf, len) < 0) {
 		/* Something that is no record (a stray symlink, directory,
 		 * FIFO, or a huge file) is bad data, named as such. */
 		const char *what = errno == ELOOP ? "is a symbolic link (not followed)" :
@@ -111,7 +111,7 @@ int spool_load_pending(struct spool *sp, enum spool_dir d, const char *name,
 	struct stat st;
 
 	memset(j, 0, sizeof *j);
-	if (read_capped(sp->dir[d], name, JOBFILE_MAX, &buf, &len) < 0) {
+	if (read_named(sp->dir[d], name, JOBFILE_MAX, &buf, &len) < 0) {
 		if (errno == ENOENT)
 			return cb_err_sys(err, EX_NOINPUT_, "%s/%s/%s", sp->path,
 					  spool_dir_name[d], name);

@@ -149,6 +149,44 @@ static int in_index(const struct spool_index *ix, const struct status_view *v)
 	return 0;
 }
 
+/* A queued record of job ID whose name has PAD bytes (malloc'd). */
+static char *record_text(long long id, size_t pad)
+{
+	static const char *const argv[] = { "true", NULL };
+	struct job j;
+	char *text;
+
+	memset(&j, 0, sizeof j);
+	j.id = id;
+	j.rev = 1;
+	j.state = JS_RUNNING;
+	j.def.set = JF_COMMAND | JF_NAME;
+	j.def.argv = calloc(2, sizeof *j.def.argv);
+	j.def.argv[0] = xstrdup(argv[0]);
+	j.def.argc = 1;
+	j.def.name = malloc(pad + 1);
+	memset(j.def.name, 'n', pad);
+	j.def.name[pad] = '\0';
+	text = job_to_json(&j);
+	job_free(&j);
+	return text;
+}
+
+/* TMPFD/.spare written over with TEXT and cut to its length, as the
+ * daemon writes a spare file (batch.c). */
+static int spare_write(int tmpfd, const char *text)
+{
+	int fd = openat(tmpfd, ".spare", O_WRONLY | O_CLOEXEC);
+	size_t n = strlen(text);
+	int r;
+
+	if (fd < 0)
+		return -1;
+	r = pwrite(fd, text, n, 0) == (ssize_t)n && ftruncate(fd, (off_t)n) == 0 ? 0 : -1;
+	close(fd);
+	return r;
+}
+
 int main(void)
 {
 	char dir[] = "/tmp/test_statusread.XXXXXX", *path, *buf;
@@ -397,6 +435,67 @@ int main(void)
 		CHECK(found > 0);
 		free(text);
 		free(qn);
+		free(pn);
+	}
+
+	/*
+	 * spool_find of a job whose record the daemon rewrites in place
+	 * with its spare files (LAYOUT.md §3) while it looks: the old file
+	 * goes into tmp/ by an exchange and is then written over with
+	 * another job's record, longer.  A reader that opened the old file
+	 * just before must take it as moved on, never read job 79's bytes
+	 * (or a mix) as job 78's record, nor call it "larger than 16 MiB"
+	 * (the CI failure of `submit --after`).  2,000 lookups against a
+	 * child doing that as fast as it can: no error, always job 78.
+	 */
+	{
+		char *pn = name_plain(78), *t78 = record_text(78, 1), *t79 = record_text(79, 300);
+		int errors = 0, found = 0, wrong = 0, sfd;
+		struct job j;
+		pid_t pid;
+
+		CHECK(t78 && t79 && atomic_write(sp.dir[SD_TMP], sp.dir[SD_RUNNING], pn, t78,
+						 strlen(t78), 0600) == 0);
+		sfd = openat(sp.dir[SD_TMP], ".spare", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		CHECK(sfd >= 0);
+		close(sfd);
+		pid = fork();
+		if (pid == 0)
+			for (;;) {
+				/* The record rewritten through the spare, then the
+				 * old file (now the spare) reused for job 79. */
+				if (spare_write(sp.dir[SD_TMP], t78) < 0 ||
+				    exchange_at(sp.dir[SD_TMP], ".spare", sp.dir[SD_RUNNING], pn) != 0 ||
+				    spare_write(sp.dir[SD_TMP], t79) < 0)
+					_exit(1);
+			}
+		CHECK(pid > 0);
+		for (int i = 0; i < 2000 && pid > 0; i++) {
+			enum spool_dir d;
+			char *name = NULL;
+			int r = spool_find(&sp, 78, &j, &d, &name, &err);
+
+			if (r < 0) {
+				if (errors++ == 0)
+					fprintf(stderr, "spool_find: %s\n", err.msg);
+			}
+			if (r == 1) {
+				found++;
+				wrong += j.id != 78 || d != SD_RUNNING;
+				job_free(&j);
+			}
+			cb_err_free(&err);
+			free(name);
+		}
+		if (pid > 0) {
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+		}
+		CHECK(errors == 0);
+		CHECK(wrong == 0);
+		CHECK(found > 0);
+		free(t78);
+		free(t79);
 		free(pn);
 	}
 
