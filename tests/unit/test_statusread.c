@@ -149,8 +149,9 @@ static int in_index(const struct spool_index *ix, const struct status_view *v)
 	return 0;
 }
 
-/* A queued record of job ID whose name has PAD bytes (malloc'd). */
-static char *record_text(long long id, size_t pad)
+/* The record of job ID in STATE, running `true`, named with PAD bytes
+ * (0: no name); malloc'd. */
+static char *record_text(long long id, enum job_state state, size_t pad)
 {
 	static const char *const argv[] = { "true", NULL };
 	struct job j;
@@ -159,14 +160,17 @@ static char *record_text(long long id, size_t pad)
 	memset(&j, 0, sizeof j);
 	j.id = id;
 	j.rev = 1;
-	j.state = JS_RUNNING;
-	j.def.set = JF_COMMAND | JF_NAME;
+	j.state = state;
+	j.def.set = JF_COMMAND;
 	j.def.argv = calloc(2, sizeof *j.def.argv);
 	j.def.argv[0] = xstrdup(argv[0]);
 	j.def.argc = 1;
-	j.def.name = malloc(pad + 1);
-	memset(j.def.name, 'n', pad);
-	j.def.name[pad] = '\0';
+	if (pad) {
+		j.def.set |= JF_NAME;
+		j.def.name = malloc(pad + 1);
+		memset(j.def.name, 'n', pad);
+		j.def.name[pad] = '\0';
+	}
 	text = job_to_json(&j);
 	job_free(&j);
 	return text;
@@ -185,6 +189,37 @@ static int spare_write(int tmpfd, const char *text)
 	r = pwrite(fd, text, n, 0) == (ssize_t)n && ftruncate(fd, (off_t)n) == 0 ? 0 : -1;
 	close(fd);
 	return r;
+}
+
+/* 2,000 spool_find of job ID while PID (a child moving its record;
+ * killed after, when > 0) races them: *ERRORS lookups that failed (the
+ * first said), *FOUND that found it, *WRONG that found another job's
+ * record, or it elsewhere than WANT (-1: anywhere). */
+static void race_lookups(struct spool *sp, long long id, int want, pid_t pid, int *errors,
+			 int *found, int *wrong)
+{
+	struct cb_err err = { 0 };
+
+	for (int i = 0; i < 2000 && pid > 0; i++) {
+		enum spool_dir d;
+		struct job j;
+		char *name = NULL;
+		int r = spool_find(sp, id, &j, &d, &name, &err);
+
+		if (r < 0 && (*errors)++ == 0)
+			fprintf(stderr, "spool_find: %s\n", err.msg);
+		if (r == 1) {
+			(*found)++;
+			*wrong += j.id != id || (want >= 0 && (int)d != want);
+			job_free(&j);
+		}
+		cb_err_free(&err);
+		free(name);
+	}
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
 }
 
 int main(void)
@@ -388,22 +423,10 @@ int main(void)
 	 * only passes that find it nowhere five times say so.)
 	 */
 	{
-		static const char *const argv[] = { "true", NULL };
-		char *qn = name_queued(0, 77), *pn = name_plain(77), *text;
-		struct job j;
-		int errors = 0, found = 0;
+		char *qn = name_queued(0, 77), *pn = name_plain(77), *text = record_text(77, JS_QUEUED, 0);
+		int errors = 0, found = 0, wrong = 0;
 		pid_t pid;
 
-		memset(&j, 0, sizeof j);
-		j.id = 77;
-		j.rev = 1;
-		j.state = JS_QUEUED;
-		j.def.set = JF_COMMAND;
-		j.def.argv = calloc(2, sizeof *j.def.argv);
-		j.def.argv[0] = xstrdup(argv[0]);
-		j.def.argc = 1;
-		text = job_to_json(&j);
-		job_free(&j);
 		CHECK(text && atomic_write(sp.dir[SD_TMP], sp.dir[SD_QUEUED], qn, text,
 					   strlen(text), 0600) == 0);
 		pid = fork();
@@ -413,25 +436,9 @@ int main(void)
 				    renameat(sp.dir[SD_RUNNING], pn, sp.dir[SD_QUEUED], qn) < 0)
 					_exit(1);
 		CHECK(pid > 0);
-		for (int i = 0; i < 2000 && pid > 0; i++) {
-			enum spool_dir d;
-			char *name = NULL;
-			int r = spool_find(&sp, 77, &j, &d, &name, &err);
-
-			if (r < 0)
-				errors++;
-			if (r == 1) {
-				found++;
-				job_free(&j);
-			}
-			cb_err_free(&err);
-			free(name);
-		}
-		if (pid > 0) {
-			kill(pid, SIGKILL);
-			waitpid(pid, NULL, 0);
-		}
+		race_lookups(&sp, 77, -1, pid, &errors, &found, &wrong);
 		CHECK(errors == 0);
+		CHECK(wrong == 0);
 		CHECK(found > 0);
 		free(text);
 		free(qn);
@@ -449,9 +456,9 @@ int main(void)
 	 * child doing that as fast as it can: no error, always job 78.
 	 */
 	{
-		char *pn = name_plain(78), *t78 = record_text(78, 1), *t79 = record_text(79, 300);
+		char *pn = name_plain(78), *t78 = record_text(78, JS_RUNNING, 1),
+		     *t79 = record_text(79, JS_RUNNING, 300);
 		int errors = 0, found = 0, wrong = 0, sfd;
-		struct job j;
 		pid_t pid;
 
 		CHECK(t78 && t79 && atomic_write(sp.dir[SD_TMP], sp.dir[SD_RUNNING], pn, t78,
@@ -470,27 +477,7 @@ int main(void)
 					_exit(1);
 			}
 		CHECK(pid > 0);
-		for (int i = 0; i < 2000 && pid > 0; i++) {
-			enum spool_dir d;
-			char *name = NULL;
-			int r = spool_find(&sp, 78, &j, &d, &name, &err);
-
-			if (r < 0) {
-				if (errors++ == 0)
-					fprintf(stderr, "spool_find: %s\n", err.msg);
-			}
-			if (r == 1) {
-				found++;
-				wrong += j.id != 78 || d != SD_RUNNING;
-				job_free(&j);
-			}
-			cb_err_free(&err);
-			free(name);
-		}
-		if (pid > 0) {
-			kill(pid, SIGKILL);
-			waitpid(pid, NULL, 0);
-		}
+		race_lookups(&sp, 78, SD_RUNNING, pid, &errors, &found, &wrong);
 		CHECK(errors == 0);
 		CHECK(wrong == 0);
 		CHECK(found > 0);
