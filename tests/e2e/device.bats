@@ -8,7 +8,7 @@
 
 load ../lib/common
 
-export BATS_TEST_TIMEOUT=${BATS_TEST_TIMEOUT:-180}
+test_timeout 180
 
 setup() {
 	setup_common

@@ -7,7 +7,7 @@
 load ../lib/common
 
 bats_require_minimum_version 1.5.0
-export BATS_TEST_TIMEOUT=${BATS_TEST_TIMEOUT:-120}
+test_timeout 120
 
 setup() {
 	setup_common

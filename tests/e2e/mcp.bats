@@ -12,7 +12,7 @@
 load ../lib/common
 
 bats_require_minimum_version 1.5.0
-export BATS_TEST_TIMEOUT=${BATS_TEST_TIMEOUT:-90}
+test_timeout 90
 
 setup() {
 	setup_common

@@ -14,8 +14,9 @@ load ../lib/sshhosts
 bats_require_minimum_version 1.5.0
 
 # The hang tests rely on this: a worker that waited for a hung NVML
-# instead of killing it would run past it.
-export BATS_TEST_TIMEOUT=${BATS_TEST_TIMEOUT:-40}
+# (which never returns) instead of killing it would run past it,
+# however it is scaled.
+test_timeout 40
 
 U0=GPU-00000000-0000-0000-0000-000000000000
 U1=GPU-11111111-1111-1111-1111-111111111111

@@ -21,7 +21,7 @@ load ../lib/common
 load ../lib/sshhosts
 
 bats_require_minimum_version 1.5.0
-export BATS_TEST_TIMEOUT=${BATS_TEST_TIMEOUT:-60}
+test_timeout 60
 
 setup_file() {
 	if hosts_available; then hosts_up 1; fi

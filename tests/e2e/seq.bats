@@ -9,7 +9,7 @@
 load ../lib/common
 
 bats_require_minimum_version 1.5.0
-export BATS_TEST_TIMEOUT=${BATS_TEST_TIMEOUT:-60}
+test_timeout 60
 
 setup() {
 	setup_common

@@ -8,7 +8,7 @@ load ../lib/common
 load ../lib/slurm
 
 bats_require_minimum_version 1.5.0
-export BATS_TEST_TIMEOUT=${BATS_TEST_TIMEOUT:-60}
+test_timeout 60
 
 # bats 1.8 cannot skip in setup_file (it reports a failure): skip in setup.
 setup_file() {

@@ -8,7 +8,7 @@ load ../lib/common
 load ../lib/sshhosts
 
 bats_require_minimum_version 1.5.0
-export BATS_TEST_TIMEOUT=${BATS_TEST_TIMEOUT:-30}
+test_timeout 30
 
 # bats 1.8 cannot skip in setup_file (it reports a failure): skip in setup.
 setup_file() {

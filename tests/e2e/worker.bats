@@ -8,7 +8,7 @@ load ../lib/worker
 
 # A hung test must not hang the suite (a worker holding the launcher's
 # stdout would make `run` wait forever).
-export BATS_TEST_TIMEOUT=${BATS_TEST_TIMEOUT:-60}
+test_timeout 60
 
 setup() {
 	setup_common

@@ -5,9 +5,24 @@
 # and by the fake NVML library, see use_fake_nvml)
 # and a config ($T/config.yaml, one local node) whose spool is $T/spool.
 # The binaries under test come from $CB_BUILD (set by tests/run).
+#
+# Every timeout is a bound on a wait, scaled by CB_TEST_TIMEOUT_SCALE
+# (tests/lib/scale.bash, chosen by tests/run): wait_for, start_daemon,
+# test_timeout (bats' per-test limit), and `timeout "$(scaled N)"` or
+# `$(scaled N)` wherever a test bounds a command or a loop itself.
 
 : "${CB_BUILD:?run the suite through tests/run}"
 : "${CB_TOP:?run the suite through tests/run}"
+. "$CB_TOP/tests/lib/scale.bash"
+cb_scale_check || exit 1
+# A BATS_TEST_TIMEOUT given to tests/run is every test's limit.
+[ -z "${CB_BATS_TEST_TIMEOUT:-}" ] || export BATS_TEST_TIMEOUT=$CB_BATS_TEST_TIMEOUT
+
+# test_timeout SECONDS (at a file's top level): each of its tests is
+# stopped and failed after SECONDS, scaled (BATS_TEST_TIMEOUT).
+test_timeout() {
+	export BATS_TEST_TIMEOUT=${CB_BATS_TEST_TIMEOUT:-$(scaled "$1")}
+}
 
 setup_common() {
 	T=$BATS_TEST_TMPDIR
@@ -62,18 +77,46 @@ fake_apps() {
 	mv "$FAKE_GPU_DIR/.apps.csv.tmp" "$FAKE_GPU_DIR/apps.csv"
 }
 
-# wait_for SECONDS 'CONDITION' : evaluate the shell CONDITION every 20 ms
-# until it succeeds.  Single-quote it so that $(...) in it is run anew
-# each time: wait_for 10 '[ "$(state "$id")" = running ]'.
+# wait_for SECONDS 'CONDITION' : evaluate the shell CONDITION until it
+# succeeds, at most SECONDS (scaled: CB_TEST_TIMEOUT_SCALE).  Single-quote
+# it so that $(...) in it is run anew each time:
+# wait_for 10 '[ "$(state "$id")" = running ]'.  It is tried every 20 ms
+# at first, then less often, up to every 100 ms: a condition that runs a
+# tool and python is most of a CPU at 20 ms, and a loaded machine is
+# loaded the more by every test that waits.
 wait_for() {
-	local deadline=$(( $(date +%s%N) + $1 * 1000000000 ))
+	local _wf_ms
+	_wf_ms=$(scaled_ms "$1") || return 1
 	shift
+	_poll "$_wf_ms" "wait_for timed out" "$@"
+}
+
+# within SECONDS 'CONDITION' : the same, but SECONDS is what the test
+# checks (a deadline the product keeps, "within a second of the job's
+# end"), not a bound on a wait: never scaled.  Use it only for that.
+within() {
+	local _wf_ms
+	cb_milli "$1" _wf_ms || return 1
+	shift
+	_poll "$_wf_ms" "not within the time checked" "$@"
+}
+
+# _poll MS WHAT CONDITION...: wait_for's loop (its locals named so as
+# not to hide a variable the condition reads).
+_poll() {
+	local _wf_end _wf_what=$2 _wf_iv=20 _wf_t _wf_s
+	_wf_t=${EPOCHREALTIME/[.,]/}
+	_wf_end=$(( _wf_t / 1000 + $1 ))
+	shift 2
 	until eval "$*" >/dev/null 2>&1; do
-		if [ "$(date +%s%N)" -gt "$deadline" ]; then
-			echo "wait_for timed out: $*" >&2
+		_wf_t=${EPOCHREALTIME/[.,]/}
+		if [ $(( _wf_t / 1000 )) -gt "$_wf_end" ]; then
+			echo "$_wf_what: $*" >&2
 			return 1
 		fi
-		sleep 0.02
+		printf -v _wf_s '0.%03d' "$_wf_iv"
+		sleep "$_wf_s"
+		[ "$_wf_iv" -ge 100 ] || _wf_iv=$(( _wf_iv * 3 / 2 ))
 	done
 }
 
