@@ -112,6 +112,43 @@ static int slurm_state_alive(const char *s)
 	return 0;
 }
 
+/* squeue's lines "NAME JOBID STATE" (worker.h): the launch asks for one
+ * name (find_job), status for all our jobs at once (list_fetch); both
+ * are read here. */
+int slurm_squeue_find(const char *buf, size_t len, const char *name, char **jobid, char **state)
+{
+	size_t nlen = strlen(name), i = 0;
+
+	*jobid = *state = NULL;
+	while (buf && i < len) {
+		const char *p = buf + i, *nl = memchr(p, '\n', len - i);
+		size_t n = nl ? (size_t)(nl - p) : len - i, j, k;
+
+		i += nl ? n + 1 : n;
+		/* NAME ' ' JOBID ' ' STATE, then nothing or more fields. */
+		if (memchr(p, '\0', n) || n <= nlen || memcmp(p, name, nlen) || p[nlen] != ' ')
+			continue;
+		for (j = nlen + 1; j < n && p[j] != ' '; j++)
+			;
+		if (j == n || !jobid_ok(p + nlen + 1, j - nlen - 1))
+			continue;
+		for (k = j + 1; k < n && p[k] != ' '; k++)
+			;
+		/* The last such line: a requeued name is listed again. */
+		free(*jobid);
+		free(*state);
+		*jobid = strndup(p + nlen + 1, j - nlen - 1);
+		*state = strndup(p + j + 1, k - j - 1);
+		if (!*jobid || !*state) {
+			free(*jobid);
+			free(*state);
+			*jobid = *state = NULL;
+			return -1;
+		}
+	}
+	return *jobid != NULL;
+}
+
 /*
  * Our Slurm job for attempt ID, looked up by its name cb-ID: 1 with
  * *JOBID and *STATE (malloc'd; STATE the last one squeue lists), 0
@@ -120,8 +157,8 @@ static int slurm_state_alive(const char *s)
 static int find_job(const char *id, char **jobid, char **state, char **why)
 {
 	char *name = xasprintf("cb-%s", id), *out = NULL;
-	char *argv[] = { "squeue", "-h", "-t", "all", "-o", "%i %T", "--name", name, NULL };
-	int found = 0;
+	char *argv[] = { "squeue", "-h", "-t", "all", "-o", "%j %i %T", "--name", name, NULL };
+	int found;
 
 	*jobid = *state = NULL;
 	if (!name) {
@@ -132,28 +169,11 @@ static int find_job(const char *id, char **jobid, char **state, char **why)
 		free(name);
 		return -1;
 	}
+	found = slurm_squeue_find(out, out ? strlen(out) : 0, name, jobid, state);
 	free(name);
-	for (char *line = out, *next; line && *line; line = next) {
-		size_t n = strcspn(line, " \n"), m;
-
-		next = strchr(line, '\n');
-		if (next)
-			*next++ = '\0';
-		if (!jobid_ok(line, n) || line[n] != ' ')
-			continue;
-		m = strcspn(line + n + 1, " \n");
-		free(*jobid);
-		free(*state);
-		*jobid = strndup(line, n);
-		*state = strndup(line + n + 1, m);
-		if (!*jobid || !*state) {
-			free(out);
-			*why = xasprintf("out of memory");
-			return -1;
-		}
-		found = 1;
-	}
 	free(out);
+	if (found < 0)
+		*why = xasprintf("out of memory");
 	return found;
 }
 
@@ -525,69 +545,43 @@ static int list_fetch(void)
 	return 0;
 }
 
-/* Attempt ID's job in the list: 1 with *JOBID and *STATE pointing into a
- * copy (LINE, malloc'd), 0 when it is not there. */
-static int list_find(const char *id, char **line, const char **jobid, const char **state)
-{
-	size_t idlen = strlen(id);
-
-	*line = NULL;
-	for (const char *p = list; p && *p;) {
-		const char *eol = strchr(p, '\n');
-		size_t n = eol ? (size_t)(eol - p) : strlen(p);
-
-		/* The last such line: a requeued name is listed again. */
-		if (n > idlen + 4 && !strncmp(p, "cb-", 3) && !strncmp(p + 3, id, idlen) &&
-		    p[3 + idlen] == ' ') {
-			free(*line);
-			if (!(*line = strndup(p + 4 + idlen, n - 4 - idlen)))
-				return -1;
-		}
-		p = eol ? eol + 1 : p + n;
-	}
-	if (!*line)
-		return 0;
-	*jobid = *line;
-	char *sp = strchr(*line, ' ');
-	if (!sp || !jobid_ok(*line, (size_t)(sp - *line))) {
-		free(*line);
-		*line = NULL;
-		return 0;
-	}
-	*sp = '\0';
-	*state = sp + 1;
-	return 1;
-}
-
 int slurm_alive(const struct wire_rec *r, char **why)
 {
 	const char *id = wire_get(r, "attempt"), *want = wire_get(r, "slurm_job");
-	const char *jobid = NULL, *state = NULL;
 	long long asked = mono_ms();
-	char *line = NULL;
+	char *name, *jobid = NULL, *state = NULL;
 	int found = 0, alive = 0;
 
 	*why = NULL;
 	if (!id)
 		return 0;
+	if (!(name = xasprintf("cb-%s", id)))
+		return -1;
 	/* A job not alive in a list older than this question is looked
 	 * for in a new one: it may have been submitted since. */
 	for (int fresh = 0; fresh < 2 && !alive; fresh++) {
 		if (fresh && list_at >= asked)
 			break;
+		free(jobid);
+		free(state);
+		jobid = state = NULL;
 		if ((!list || fresh || mono_ms() - list_at >= LIST_KEEP_MS) && list_fetch() < 0)
-			return -1;      /* Slurm cannot be asked: nothing is decided */
-		free(line);
-		found = list_find(id, &line, &jobid, &state);
-		if (found < 0)
+			found = -1;     /* Slurm cannot be asked: nothing is decided */
+		else
+			found = slurm_squeue_find(list, strlen(list), name, &jobid, &state);
+		if (found < 0) {
+			free(name);
 			return -1;
+		}
 		alive = found && (!want || !strcmp(want, jobid)) && slurm_state_alive(state);
 	}
 	if (!alive)
 		*why = found ? xasprintf("Slurm job %s ended %s without a final status", jobid, state)
 			     : xasprintf("Slurm job %s is gone without a final status",
 					 want ? want : "(none)");
-	free(line);
+	free(name);
+	free(jobid);
+	free(state);
 	return alive;
 }
 

@@ -266,6 +266,15 @@ struct slurm_card {
  * target: no I/O. */
 int slurm_parse_sinfo(const char *buf, size_t len, struct slurm_card **cards, size_t *ncards);
 void slurm_cards_free(struct slurm_card *v, size_t n);
+/* The answer to squeue -h -t all -o '%j %i %T' (BUF[0..LEN), any bytes;
+ * BUF may be NULL when LEN is 0), lines "NAME JOBID STATE": the last
+ * well-formed line named NAME (a requeued job is listed again), JOBID
+ * digits and '_' (an array's), STATE up to the next blank or the end of
+ * the line, others skipped.  1 with *JOBID and *STATE (malloc'd), 0
+ * when there is none, -1 out of memory.  The launch's look-up by name
+ * and status's list of all our jobs both read it; the fuzz target: no
+ * I/O. */
+int slurm_squeue_find(const char *buf, size_t len, const char *name, char **jobid, char **state);
 /* Attempt state R (not final, its lock free here): 1 while Slurm
  * still lists its job, 0 when it does not (*WHY malloc'd: the reason
  * it is lost), -1 when Slurm could not be asked. */
