@@ -43,7 +43,7 @@ count_state() { st --all --json | json "len([j for j in d['jobs'] if j['state'] 
 	kill -9 "$DAEMON_PID"
 	wait "$DAEMON_PID" || true
 	start_daemon
-	sleep 0.5
+	settle 0.5
 	[ "$(count_state running)" -eq 2 ]
 	touch "$T/go"
 	wait_for 30 '[ "$(count_state succeeded)" -eq 10 ]'

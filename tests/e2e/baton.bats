@@ -148,7 +148,7 @@ starts() {          # starts ID: how many times attempt ID's job started
 	end_hold a
 	wait_final ca-1
 	# Its baton ran (the staged file is still there, untouched) ...
-	sleep 0.5
+	settle 0.5
 	[ "$(st cb-1 state)" = staged ]
 	[ "$(starts cb-1)" -eq 0 ]
 	end_hold c
@@ -225,7 +225,7 @@ starts() {          # starts ID: how many times attempt ID's job started
 	[ -z "$(ls -A "$STATE/staged")" ]
 	end_hold a
 	wait_final fa-1
-	sleep 0.3
+	settle 0.3
 	[ "$(st fb-1 state)" = cancelled ]
 	[ "$(st fb-2 state)" = unstaged ]
 	[ "$(starts fb-1)" -eq 0 ] && [ "$(starts fb-2)" -eq 0 ]
@@ -255,7 +255,7 @@ starts() {          # starts ID: how many times attempt ID's job started
 	fake_gpus "0, $U0, NVIDIA Fake A100, 5000, 81920, 0"
 	end_hold a
 	wait_final 7a-1
-	sleep 0.5
+	settle 0.5
 	# Staged still, or "starting" while a try holds its lock.
 	[[ "$(st 7b-1 state)" =~ ^(staged|starting)$ ]]
 	fake_gpus "0, $U0, NVIDIA Fake A100, 0, 81920, 0"
@@ -386,7 +386,7 @@ starts() {          # starts ID: how many times attempt ID's job started
 	no_deck 8b-1
 	kill -KILL "$(sup_of "$pid")" "$pid"
 	wait_for 5 lock_free 8a-1
-	sleep 0.3
+	settle 0.3
 	[ "$(starts 8b-1)" -eq 0 ]
 	run cardbaton-worker baton
 	[ "$status" -eq 0 ]

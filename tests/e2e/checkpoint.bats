@@ -179,7 +179,7 @@ continuous() {
 	[ "$(state "$id")" = failed ]
 	[ "$(field "$id" reason)" = timeout ]
 	n=$(wc -l < "$T/steps")
-	sleep 0.3
+	settle 0.3
 	[ "$(wc -l < "$T/steps")" -eq "$n" ]
 }
 

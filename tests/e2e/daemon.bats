@@ -147,8 +147,7 @@ final() {
 	id=$(sub -- sh -c 'echo run >> "$0"; sleep 2' "$T/runs")
 	wait_for 10 '[ "$(state "$id")" = running ]'
 	kill -9 "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null || true; DAEMON_PID=
-	sleep 0.3
-	grep -q run "$T/runs"
+	wait_for 10 'grep -q run "$T/runs"'
 	start_daemon
 	wait_for 10 final "$id"
 	[ "$(state "$id")" = succeeded ]
@@ -310,7 +309,8 @@ $sub_ino"
 	run cardbaton-spoold --config "$C" --once
 	[ "$status" -eq 0 ]
 	wait_for 5 test -s "$T/ran"
-	sleep 0.2
+	# Its attempt has ended on the node (the job ran, then exited).
+	wait_for 10 'grep -q "^state succeeded" "$STATE"/attempts/*.state'
 	cardbaton-spoold --config "$C" --once
 	[ "$(state "$id")" = succeeded ]
 }
@@ -523,7 +523,7 @@ a_reconcile_long() {
 	b=$(sub --gpus 0 -- true)
 	wait_for 10 '[ "$(state "$b")" = queued ]'
 	# Past a re-read of the cards (every 2 s while B waits).
-	sleep 2.5
+	settle 2.5
 	[ "$(state "$b")" = queued ]
 	not grep -q "not started" "$T/daemon.log"
 	cardbaton-cancel --config "$C" "$a"

@@ -190,7 +190,7 @@ during_fault() {
 	# Not spinning: under half a CPU over two seconds (a busy loop
 	# takes all of one), and still there.
 	t0=$(cpu_ticks "$DAEMON_PID")
-	sleep 2
+	settle 2
 	t1=$(cpu_ticks "$DAEMON_PID")
 	[ $((t1 - t0)) -lt $(getconf CLK_TCK) ] || { echo "daemon used $((t1 - t0)) ticks in 2 s" >&2; return 1; }
 	kill -0 "$DAEMON_PID"

@@ -55,7 +55,7 @@ nodes() { st --json | json "$1"; }
 	st | grep -qx 'node local drained: nothing new is placed there'
 	cardbaton-gpus --config "$C" --json | json 'd["nodes"][0]["drained"]' | grep -qx True
 	cardbaton-gpus --config "$C" | grep -q '^local: 4 GPUs, 4 idle; drained$'
-	sleep 1
+	settle 1
 	[ "$(field "$new" state)" = queued ]
 	[ "$(field "$ck" state)" = queued ]
 	[ ! -e "$T/new.ran" ]
@@ -76,7 +76,7 @@ nodes() { st --json | json "$1"; }
 	two=$(sub -- true)
 	touch "$T/one.go"
 	wait_for 10 '[ "$(field "$one" state)" = succeeded ]'
-	sleep 0.5
+	settle 0.5
 	[ "$(field "$two" state)" = queued ]
 	cardbaton-undrain --config "$C" local
 	wait_for 10 '[ "$(field "$two" state)" = succeeded ]'
@@ -132,6 +132,6 @@ nodes() { st --json | json "$1"; }
 	mv spool/tmp/d spool/drain/local
 	wait_for 10 'grep -q "node local drained" "$T/daemon.log"'
 	id=$(sub -- true)
-	sleep 0.5
+	settle 0.5
 	[ "$(field "$id" state)" = queued ]
 }

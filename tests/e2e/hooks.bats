@@ -68,7 +68,9 @@ no_pending() { [ -z "$(ls -A "$T/spool/hooks")" ]; }
 	# killed), then cancelled while running.
 	lost=$(sub --gpu-count 0 -- sleep 300)
 	wait_for 10 '[ "$(state "$lost")" = running ]'
-	sleep 0.3
+	# The job itself runs (its sleep exec'd), not only its supervisor.
+	wait_for 10 'f=$(grep -l "^state running" "$STATE"/attempts/*.state) &&
+		p=$(awk "\$1 == \"pid\" { print \$2 }" "$f") && [ "$(cat "/proc/$p/comm")" = sleep ]'
 	kill_attempt_procs
 	wait_for 20 final "$lost"
 	can=$(sub --gpu-count 0 -- sleep 300)
@@ -231,7 +233,8 @@ assert given["id"] == sys.argv[2] and given["state"] in ("succeeded", "failed", 
 	id=$(sub -- sh -c 'echo ran > "$0"' "$T/job-ran")
 	cardbaton-spoold --config "$C" --once >> "$T/daemon.log" 2>&1
 	wait_for 10 test -s "$T/job-ran"
-	sleep 0.2
+	# Its attempt has ended on the node (the job ran, then exited).
+	wait_for 10 'grep -q "^state succeeded" "$STATE"/attempts/*.state'
 	cardbaton-spoold --config "$C" --once >> "$T/daemon.log" 2>&1
 	[ "$(state "$id")" = succeeded ]
 	[ "$(ran "$id")" = "top $id succeeded " ]

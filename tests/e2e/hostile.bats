@@ -823,7 +823,7 @@ for k in itertools.islice(itertools.product(string.ascii_letters, repeat=3), 100
 	# 20k --env flags (about as many as the kernel passes): refused at
 	# the 4097th, not after a merge that is quadratic in their number.
 	seq -f '--env=V%.0f=x' 20000 > envflags
-	run --separate-stderr bash -c "timeout 20 cardbaton-submit --config '$C' \$(cat envflags) -- true"
+	run --separate-stderr bash -c "timeout $(scaled 20) cardbaton-submit --config '$C' \$(cat envflags) -- true"
 	failed 64 cardbaton-submit
 	says "cardbaton-submit: --env: more than 4096 variables"
 	# The limits themselves are accepted.
@@ -948,7 +948,7 @@ stray() {
 	before=$(cd "$T/outside" && sha256sum *)
 	what() { case $1 in 1) echo "is a symbolic link (not followed)" ;; 2) echo "is a directory" ;; 3) echo "is not a regular file" ;; esac; }
 	# status lists the real job, with one line per stray record, exit 65.
-	run --separate-stderr timeout 20 cardbaton-status --config "$C" --json --all
+	run --separate-stderr timeout "$(scaled 20)" cardbaton-status --config "$C" --json --all
 	[ "$status" -eq 65 ]
 	[ "$(echo "$output" | json '[j["id"] for j in d["jobs"] if j["id"] == "'"$real"'"]')" = "[\"$real\"]" ]
 	[ "$(echo "$output" | json '[n["name"] for n in d["nodes"]]')" = "[]" ]
@@ -965,7 +965,7 @@ stray() {
 	for n in 1 2 3; do
 		for id in 10$n 20$n 30$n 40$n; do
 			for tool in status cancel promote pause resume logs wait; do
-				run --separate-stderr timeout 20 "cardbaton-$tool" --config "$C" "$id"
+				run --separate-stderr timeout "$(scaled 20)" "cardbaton-$tool" --config "$C" "$id"
 				failed 65 "cardbaton-$tool"
 				[[ $stderr == *": $(what $n)" ]]
 			done
@@ -973,7 +973,7 @@ stray() {
 	done
 	[ -z "$(ls "$T/spool/ctl")" ]
 	# A submission in new/ that is not a regular file shows as waiting.
-	[ "$(timeout 20 cardbaton-status --config "$C" --json 701 702 703 | json '[j["state"] for j in d["jobs"]]')" = '["queued", "queued", "queued"]' ]
+	[ "$(timeout "$(scaled 20)" cardbaton-status --config "$C" --json 701 702 703 | json '[j["state"] for j in d["jobs"]]')" = '["queued", "queued", "queued"]' ]
 	# Nothing followed: the symlinks' targets are as they were.
 	[ "$(cd "$T/outside" && sha256sum *)" = "$before" ]
 }
@@ -990,7 +990,7 @@ stray() {
 			running) id=20$n name=000000020$n.job ;;
 			esac
 			stray $d "$name" $kind "$(printf "$rec" $id $d)"
-			run --separate-stderr timeout 20 cardbaton-wait --config "$C"
+			run --separate-stderr timeout "$(scaled 20)" cardbaton-wait --config "$C"
 			failed 65 cardbaton-wait
 			case $kind in
 			link) says "cardbaton-wait: $T/spool/$d/$name: is a symbolic link (not followed)" ;;
@@ -1004,7 +1004,7 @@ stray() {
 	stray paused 0000000301.job fifo
 	stray done 0000000401.job link "$(printf "$rec" 401 succeeded)"
 	stray rejected 0000000501.job dir
-	run --separate-stderr timeout 20 cardbaton-wait --config "$C"
+	run --separate-stderr timeout "$(scaled 20)" cardbaton-wait --config "$C"
 	[ "$status" -eq 0 ]
 	[ -z "$stderr" ]
 }
@@ -1019,7 +1019,7 @@ stray() {
 	[[ $stderr == *"$T/spool/queued: "* ]]
 	run --separate-stderr sub -- true
 	failed 78 cardbaton-submit
-	run --separate-stderr timeout 20 cardbaton-wait --config "$C"
+	run --separate-stderr timeout "$(scaled 20)" cardbaton-wait --config "$C"
 	failed 78 cardbaton-wait
 	[[ $stderr == *"$T/spool/queued: "* ]]
 	run --separate-stderr cardbaton-spoold --config "$C" --once

@@ -201,7 +201,7 @@ PY
 	run cardbaton cancel "$a"
 	[ "$status" -eq 0 ]
 	# Cancelled, not succeeded: 1.
-	run --separate-stderr timeout 30 cardbaton wait "$a"
+	run --separate-stderr timeout "$(scaled 30)" cardbaton wait "$a"
 	[ "$status" -eq 1 ]
 	[ "$stderr" = "cardbaton-wait: job $a cancelled" ]
 	[ "$(cardbaton status --json "$a" | json 'd["jobs"][0]["state"]')" = cancelled ]

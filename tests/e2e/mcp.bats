@@ -246,7 +246,7 @@ def waits():
     return n
 assert waits() == 1
 s.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "w", "reason": "no"}})
-deadline = time.monotonic() + 10
+deadline = time.monotonic() + rpc.scaled(10)
 while waits() and time.monotonic() < deadline:
     time.sleep(0.02)
 assert waits() == 0
@@ -273,7 +273,7 @@ assert rest == [] and rc == 0, (rest, rc)
 	pid=$!
 	wait_for 10 'pgrep -P "$pid" >/dev/null'
 	child=$(pgrep -P "$pid")
-	sleep 0.3
+	settle 0.3
 	kill -0 "$pid"
 	kill -TERM "$pid"
 	rc=0

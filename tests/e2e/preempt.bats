@@ -66,7 +66,7 @@ teardown() {
 	wait_for 10 '[ "$(field "$plain" state)" = running ]'
 	high=$(sub --priority 10 -- touch "$T/high1")
 	same=$(sub --resume-command true -- true)
-	sleep 1
+	settle 1
 	[ "$(field "$plain" state)" = running ]
 	[ "$(field "$high" state)" = queued ]
 	touch "$T/go1"
@@ -77,7 +77,7 @@ teardown() {
 	eq=$(sub --priority 3 --resume-command "sh $T/steps.sh 1000" -- sh "$T/steps.sh" 1000)
 	wait_for 10 '[ "$(field "$eq" state)" = running ]'
 	eq2=$(sub --priority 3 -- true)
-	sleep 1
+	settle 1
 	[ "$(field "$eq" state)" = running ]
 	[ "$(field "$eq2" state)" = queued ]
 	cardbaton-cancel --config "$C" "$eq"
@@ -92,7 +92,7 @@ teardown() {
 	young=$(sub --resume-command "sh $T/steps.sh 1000" -- sh "$T/steps.sh" 1000)
 	wait_for 10 '[ "$(field "$young" state)" = running ]'
 	urgent=$(sub --priority 10 -- true)
-	sleep 1
+	settle 1
 	[ "$(field "$young" state)" = running ]
 	[ "$(field "$urgent" state)" = queued ]
 	not grep -q preempting "$T/daemon.log"
@@ -119,7 +119,7 @@ teardown() {
 	low=$(sub --resume-command "sh $T/steps.sh 1000" -- sh "$T/steps.sh" 1000)
 	wait_for 10 '[ "$(field "$low" state)" = running ]'
 	high=$(sub --priority 10 -- true)
-	sleep 1
+	settle 1
 	[ "$(field "$low" state)" = running ]
 	[ "$(field "$high" state)" = queued ]
 	cardbaton-cancel --config "$C" "$low"

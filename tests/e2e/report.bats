@@ -344,7 +344,7 @@ rec(2, "succeeded", atts=[att(2, 0, "succeeded", [1], 0, 20)], finished=20)
 	cardbaton-resume --config "$C" "$coop"
 	wait_for 20 '[ "$(field "$long" state)" = running ]'
 	cardbaton-cancel --config "$C" "$long"
-	cardbaton-wait --config "$C" --timeout 90
+	cardbaton-wait --config "$C" --timeout "$(scaled 90)"
 	wait_for 20 '[ "$(ls "$T/spool/done" | wc -l)" -eq 50 ]'
 	stop_daemon
 	[ "$(field "$coop" state)" = succeeded ]
@@ -407,7 +407,7 @@ rec(2, "succeeded", atts=[att(2, 0, "succeeded", [1], 0, 20)], finished=20)
 	[ "$(json 'd["nodes"][0]["jobs"]' < "$T/late.json")" = 0 ]
 
 	command -v chromium >/dev/null || skip "chromium not installed"
-	timeout 90 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars \
+	timeout "$(scaled 90)" chromium --headless --no-sandbox --disable-gpu --hide-scrollbars \
 		--user-data-dir="$T/chrome" --screenshot="$T/shot.png" --window-size=1400,900 \
 		"file://$f" >"$T/chromium.log" 2>&1 || { cat "$T/chromium.log" >&2; false; }
 	[ -s "$T/shot.png" ]

@@ -260,14 +260,14 @@ as() {
 				ln -s "$what" "$S/$f"
 				why="is a symbolic link (not followed)"
 			fi
-			run --separate-stderr timeout 20 cardbaton-submit --config "$C" -- true
+			run --separate-stderr timeout "$(scaled 20)" cardbaton-submit --config "$C" -- true
 			case $f in
 			lock) [ "$status" -eq 0 ] ;;   # submit does not take the daemon's lock
 			*) one_line 71 cardbaton-submit; [ "$stderr" = "cardbaton-submit: $S/$f: $why" ] ;;
 			esac
 			# A file in new/ under a name of its own needs a sequence number.
 			printf '{"command": ["true"]}\n' > "$S/new/hand.job"
-			run --separate-stderr timeout 20 cardbaton-spoold --config "$C" --once
+			run --separate-stderr timeout "$(scaled 20)" cardbaton-spoold --config "$C" --once
 			case $f in
 			lock|id) one_line 71 cardbaton-spoold; [ "$stderr" = "cardbaton-spoold: $S/$f: $why" ] ;;
 			*) [ "$status" -eq 0 ]; [[ $stderr == *"cardbaton-spoold: $S/$f: $why"* ]] ;;

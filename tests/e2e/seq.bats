@@ -134,7 +134,7 @@ accepted_once() { cardbaton-spoold --config "$C" --once > "$T/once.log" 2>&1; }
 	[ "$(cat "$T/target")" = "0000000099 -" ]
 	rm "$T/spool/seq"
 	mkfifo "$T/spool/seq"
-	run --separate-stderr timeout 10 cardbaton-submit --config "$C" -- true
+	run --separate-stderr timeout "$(scaled 10)" cardbaton-submit --config "$C" -- true
 	failed 71 cardbaton-submit
 	[[ $stderr == *"/seq: is not a regular file"* ]]
 	rm "$T/spool/seq"

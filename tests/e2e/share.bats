@@ -33,7 +33,7 @@ until_go() { echo "until [ -e '$T/$1' ]; do sleep 0.02; done"; }
 	cardbaton-gpus --config "$C" --json | json 'd["nodes"][0]["gpus"][0]["leases"]' > "$T/leases"
 	grep -q "\"$a\"" "$T/leases" && grep -q "\"$b\"" "$T/leases"
 	cardbaton-gpus --config "$C" | grep -Eq "($a,$b|$b,$a)"
-	sleep 0.5
+	settle 0.5
 	[ "$(field "$c" state)" = queued ]
 	[ "$(field "$x" state)" = queued ]
 	touch "$T/go.a"
@@ -53,7 +53,7 @@ until_go() { echo "until [ -e '$T/$1' ]; do sleep 0.02; done"; }
 	fake_gpus "0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA Fake A100, 100, 81920, 3"
 	start_daemon
 	s=$(sub --share --gpu-memory 1000 -- true)
-	sleep 1
+	settle 1
 	[ "$(field "$s" state)" = queued ]
 	fake_apps
 	fake_gpus "0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA Fake A100, 0, 81920, 0"
@@ -71,7 +71,7 @@ until_go() { echo "until [ -e '$T/$1' ]; do sleep 0.02; done"; }
 	cardbaton-spoold --config "$C2" >> "$T/daemon2.log" 2>&1 &
 	d2=$!
 	y=$(cardbaton-submit --config "$C2" -- touch "$T/y.ran")
-	sleep 1.5
+	settle 1.5
 	[ "$(cardbaton-status --config "$C2" --json "$y" | json 'd["jobs"][0]["state"]')" = queued ]
 	[ ! -e "$T/y.ran" ]
 	touch "$T/go.a"

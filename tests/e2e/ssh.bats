@@ -240,7 +240,7 @@ ssh_daemon() {
 		kill -KILL "$p"
 	done
 	# Reconcile every 5 s, plus the status call: lost within 10 s.
-	wait_for 12 '[ "$(state "$id")" = lost ]'
+	within 12 '[ "$(state "$id")" = lost ]'
 	[[ "$(field "$id" reason)" == *"worker vanished"* ]]
 }
 
@@ -353,7 +353,7 @@ ssh_daemon() {
 	# Its node goes away: resumed, the job waits for it and does not move.
 	host_partition "$n"
 	in_client cardbaton-resume --config "$C" "$id"
-	sleep 4
+	settle 4
 	[ "$(state "$id")" = queued ]
 	host_heal "$n"
 	wait_for 60 final "$id"
@@ -444,7 +444,7 @@ ssh_daemon() {
 	wait_for 10 '[ -s "$T/runs" ]'
 	wait_for 20 '[ "$(last_attempt_state "$id")" = running ]'
 	wait_for 10 '[ -s "$T/answered" ]'
-	sleep 0.5   # read and applied by the daemon
+	settle 0.5   # read and applied by the daemon
 	[ "$(state "$id")" = running ]
 	touch "$T/runs.go"
 	wait_for 30 final "$id"

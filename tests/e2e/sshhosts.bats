@@ -175,7 +175,7 @@ forget_hosts() {
 	# A command through the open master hangs (no error) until the heal.
 	in_client ssh -F "$SSH_CONFIG" "${cm[@]}" host2 'echo through' > "$T/through" 2>&1 &
 	mpid=$!
-	sleep 0.5
+	settle 0.5
 	[ ! -s "$T/through" ]
 	host_heal 2
 	s=$(date +%s%N)
@@ -201,7 +201,7 @@ forget_hosts() {
 	echo "# host_cut: ssh exited $rc after ${took} ms" >&3
 	[ "$rc" -eq 255 ]
 	[ "$took" -lt 2000 ]
-	sleep 0.2
+	settle 0.2
 	_cbh_running "$bg"
 	# It is on host 2 (its network namespace), seen from there too.
 	[ "$(readlink "/proc/$bg/ns/net")" = "$(in_host 2 readlink /proc/self/ns/net)" ]

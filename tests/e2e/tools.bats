@@ -600,7 +600,7 @@ assert j["submitted"].endswith("Z") and j["started"] is None and j["finished"] i
 	wait_for 10 'cardbaton-logs "$id" | grep -q one'
 	cardbaton-logs -f "$id" > "$T/followed" &
 	f=$!
-	sleep 0.3
+	settle 0.3
 	kill -0 "$f"
 	touch "$T/go"
 	wait "$f"

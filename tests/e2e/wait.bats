@@ -53,7 +53,7 @@ blocked() {
 # still_waiting PID: it has not returned, given the time to (a wait
 # that had wrongly returned would be a zombie by then).
 still_waiting() {
-	sleep 0.5
+	settle 0.5
 	blocked "$1"
 }
 
@@ -110,7 +110,7 @@ record() {
 	# Pinned to a card no node has: it stays queued until cancelled.
 	c=$(sub --gpus 7 -- true)
 	cardbaton-cancel --config "$C" "$c"
-	run --separate-stderr timeout 30 cardbaton-wait --config "$C" "$a" "$b" "$c"
+	run --separate-stderr timeout "$(scaled 30)" cardbaton-wait --config "$C" "$a" "$b" "$c"
 	failed 1 cardbaton-wait
 	[ "$stderr" = "cardbaton-wait: job $b failed, job $c cancelled" ]
 	run --separate-stderr cw "$a"
@@ -128,10 +128,10 @@ record() {
 	# A job that will not end (no daemon) beside unknown ones: 66 at
 	# once (timeout(1) would make it 124).
 	a=$(sub -- true)
-	run --separate-stderr timeout 20 cardbaton-wait --config "$C" "$a" 999
+	run --separate-stderr timeout "$(scaled 20)" cardbaton-wait --config "$C" "$a" 999
 	failed 66 cardbaton-wait
 	[ "$stderr" = "cardbaton-wait: no such job 999" ]
-	run --separate-stderr timeout 20 cardbaton-wait --config "$C" 998 "$a" 999
+	run --separate-stderr timeout "$(scaled 20)" cardbaton-wait --config "$C" 998 "$a" 999
 	failed 66 cardbaton-wait
 	[ "$stderr" = "cardbaton-wait: no such jobs 998 999" ]
 	# Nothing written: the submission is where it was, no request.
@@ -168,7 +168,7 @@ record() {
 	[ ! -s "$T/wait.err" ]
 	# Whatever became of the jobs: a failed one leaves 0 too.
 	sub --gpu-count 0 -- false >/dev/null
-	run --separate-stderr timeout 30 cardbaton-wait --config "$C"
+	run --separate-stderr timeout "$(scaled 30)" cardbaton-wait --config "$C"
 	[ "$status" -eq 0 ]
 }
 
@@ -194,7 +194,7 @@ record() {
 	# No daemon: the records stay where they are written.
 	record queued 100000000-0000000005.job 5 queued 2 '"hold": true'
 	record paused 0000000006.job 6 paused 4
-	run --separate-stderr timeout 20 cardbaton-wait --config "$C"
+	run --separate-stderr timeout "$(scaled 20)" cardbaton-wait --config "$C"
 	[ "$status" -eq 0 ]
 	# Named, a held job is waited for like any other.
 	run --separate-stderr cw --timeout 1 5

@@ -442,7 +442,7 @@ exit "$CODE"'
 	[ "$(ps -o sid= -p "$sup" | tr -d ' ')" = "$sup" ]
 	# The supervisor sleeps while the job runs (no busy wait).
 	c0=$(cpu_ticks "$sup")
-	sleep 0.5
+	settle 0.5
 	[ $(( $(cpu_ticks "$sup") - c0 )) -le 2 ]
 	go
 	wait_final c5-1
@@ -614,7 +614,7 @@ exit "$CODE"'
 	[ "$(st 5a-1 alive)" = 1 ]
 	not lease_free "$U0"
 	c0=$(cpu_ticks "$sup")
-	sleep 0.5
+	settle 0.5
 	[ $(( $(cpu_ticks "$sup") - c0 )) -le 2 ]
 	# Asked again while pausing: answered, harmless.
 	run cardbaton-worker pause 5a-1
@@ -765,7 +765,7 @@ exit "$CODE"'
 		'"$CKJOB" env "SEEN=$T/seen" env CODE=75 resumable 1
 	[ "$status" -eq 0 ]
 	[ "$(field state <<< "$output")" = running ]
-	sleep 0.2
+	settle 0.2
 	[ "$(st 5d-1 state)" = running ]
 	run cardbaton-worker pause 5d-1
 	[ "$status" -eq 0 ]
@@ -1049,7 +1049,7 @@ exit "$CODE"'
 	wait_for 10 'grep -qx "state running" "$T/watch.out"'
 	go
 	# The final record within a second of the job's end.
-	wait_for 1 'grep -qx "state succeeded" "$T/watch.out"'
+	within 1 'grep -qx "state succeeded" "$T/watch.out"'
 	rec=$(awk '$0 == "end" { if (hit) print rec; rec = ""; hit = 0; next }
 		{ rec = rec $0 "\n"; if ($0 == "state succeeded") hit = 1 }' "$T/watch.out")
 	[ "$(field attempt <<< "$rec")" = 9a-1 ]

@@ -117,7 +117,7 @@ final() {
 	[ "$(state "$id")" = queued ]
 	[ ! -e "$T/held.ran" ]
 	# `wait` without IDs leaves it aside; named, it is waited for.
-	cardbaton-wait --config "$C" --timeout 10
+	cardbaton-wait --config "$C" --timeout "$(scaled 10)"
 	run cardbaton-wait --config "$C" --timeout 1 "$id"
 	[ "$status" -eq 75 ]
 	# It stays held across a restart.

@@ -101,6 +101,14 @@ within() {
 	_poll "$_wf_ms" "not within the time checked" "$@"
 }
 
+# settle SECONDS: the pause of a negative check -- what must not happen
+# (a launch, an exit, a state change) is given SECONDS to happen, and
+# the line after checks that it did not.  Not a wait for something: an
+# event that should come is waited for with wait_for.  Not scaled: a
+# slower machine can make such a check pass that should have failed,
+# never the reverse.
+settle() { sleep "$1"; }
+
 # _poll MS WHAT CONDITION...: wait_for's loop (its locals named so as
 # not to hide a variable the condition reads).
 _poll() {

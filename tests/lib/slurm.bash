@@ -24,6 +24,8 @@
 # Slurm's commands then work there (in_client sbatch ...), not here.  See tests/lib/README.md.
 
 CBS_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# scaled_ms, scaled: its waits are bounds scaled by CB_TEST_TIMEOUT_SCALE.
+declare -F scaled_ms >/dev/null || . "$CBS_LIB_DIR/scale.bash"
 CBS_SYS_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # The GPUs' type: with one, Slurm shows the used cards' indices
 # (GresUsed=gpu:a100:2(IDX:0-1)); jobs may still ask for --gres=gpu:N.
@@ -175,7 +177,9 @@ _cbs_build() {
 		--seed-file="$d/munge/munged.seed" --num-threads=2 \
 		</dev/null >/dev/null 2>>"$d/munged.err" 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- ||
 		{ _cbs_err "munged did not start"; return 1; }
-	for ((i = 0; i < 250; i++)); do
+	local tries
+	tries=$(( $(scaled_ms 5) / 20 )) || return 1
+	for ((i = 0; i < tries; i++)); do
 		[ -S "$sock" ] && break
 		sleep 0.02
 	done
@@ -250,7 +254,9 @@ _cbs_build() {
 
 	# Ready: the controller answers, the node is idle and a job would
 	# be scheduled there (sbatch --test-only submits nothing).
-	local deadline=$(( ${EPOCHREALTIME%[.,]*} + 60 )) st
+	local lim st deadline
+	lim=$(scaled 60) || return 1
+	deadline=$(( ${EPOCHREALTIME%[.,]*} + lim ))
 	while :; do
 		st=$(_cbs_ns sinfo -h -N -n "$host" -o %T 2>/dev/null)
 		if [ "$st" = idle ] &&
@@ -261,7 +267,7 @@ _cbs_build() {
 			_cbs_running "$(cat "$d/$i.spawned")" || { _cbs_err "$i exited"; return 1; }
 		done
 		if [ "${EPOCHREALTIME%[.,]*}" -gt "$deadline" ]; then
-			_cbs_err "node not idle after 60 s (state '${st:-none}')"
+			_cbs_err "node not idle after $lim s (state '${st:-none}')"
 			_cbs_ns scontrol show node "$host" >&2 2>&1
 			return 1
 		fi
@@ -314,7 +320,7 @@ _cbs_pids() {
 }
 
 # slurm_down: cancel every job left, stop slurmd, slurmctld and our
-# munged (SIGTERM, then SIGKILL after 10 s, also for job processes left),
+# munged (SIGTERM, then SIGKILL after 10 s scaled, also for job processes left),
 # wait for them to exit, remove SLURM_DIR unless CB_KEEP is set.  Safe to
 # call twice or after a failed slurm_up.
 slurm_down() {
@@ -322,6 +328,8 @@ slurm_down() {
 	(
 		set +eET; trap - DEBUG ERR RETURN
 		d=$SLURM_DIR
+		# 10 s (scaled) for the jobs to go, then for each signal.
+		tries=$(( $(scaled_ms 10) / 100 ))
 		ctld=
 		[ -f "$d/slurmctld.spawned" ] && read -r ctld < "$d/slurmctld.spawned"
 		if [ -n "$ctld" ] && _cbs_running "$ctld"; then
@@ -329,7 +337,7 @@ slurm_down() {
 			if [ -n "$ids" ]; then
 				# shellcheck disable=SC2086
 				_cbs_ns scancel $ids 2>/dev/null
-				for ((i = 0; i < 100; i++)); do
+				for ((i = 0; i < tries; i++)); do
 					[ -z "$(_cbs_ns squeue -h -o %i -t PD,R,CG,S,CF 2>/dev/null)" ] && break
 					sleep 0.1
 				done
@@ -342,7 +350,7 @@ slurm_down() {
 			[ -n "$pids" ] || break
 			# shellcheck disable=SC2086
 			kill -$sig $pids 2>/dev/null
-			for ((i = 0; i < 100; i++)); do
+			for ((i = 0; i < tries; i++)); do
 				alive=0
 				for p in $pids; do _cbs_running "$p" && { alive=1; break; }; done
 				[ $alive = 0 ] && break

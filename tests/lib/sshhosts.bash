@@ -25,6 +25,8 @@
 # See tests/lib/README.md for the functions and fault injections.
 
 CBH_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# scaled_ms: its waits are bounds scaled by CB_TEST_TIMEOUT_SCALE.
+declare -F scaled_ms >/dev/null || . "$CBH_LIB_DIR/scale.bash"
 # Where each run records what it made (owner, namespaces, dirs), so that
 # a later run can clean up after one that was killed.
 CBH_RUN_ROOT=${CBH_RUN_ROOT:-/run/cbh}
@@ -417,8 +419,9 @@ route replace $HOSTS_NET.0/24 dev br0 proto kernel scope link src $HOSTS_NET.254
 		disown $!
 	done
 	# Ready when every sshd has written its pid file (after it listens).
-	local t0 ready
+	local t0 ready lim
 	t0=$(_cbh_now)
+	lim=$(scaled_ms 5) || return 1
 	while :; do
 		ready=0
 		for ((i = 1; i <= n; i++)); do
@@ -430,8 +433,8 @@ route replace $HOSTS_NET.0/24 dev br0 proto kernel scope link src $HOSTS_NET.254
 			fi
 		done
 		[ "$ready" -eq "$n" ] && break
-		if [ "$(_cbh_ms_since "$t0")" -gt 5000 ]; then
-			_cbh_err "sshds not ready after 5 s ($ready of $n)"
+		if [ "$(_cbh_ms_since "$t0")" -gt "$lim" ]; then
+			_cbh_err "sshds not ready after $lim ms ($ready of $n)"
 			return 1
 		fi
 		sleep 0.005

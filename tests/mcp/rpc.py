@@ -16,6 +16,14 @@ import select
 import subprocess
 import time
 
+# Every timeout here is a bound on a wait, scaled as the suites' are
+# (CB_TEST_TIMEOUT_SCALE, tests/lib/scale.bash).
+SCALE = float(os.environ.get("CB_TEST_TIMEOUT_SCALE") or 1)
+
+
+def scaled(seconds):
+    return seconds * SCALE
+
 
 class Server:
     def __init__(self, argv):
@@ -35,6 +43,7 @@ class Server:
 
     def line(self, timeout=30):
         """The next line (bytes), or None at the end of the output."""
+        timeout = scaled(timeout)
         deadline = time.monotonic() + timeout
         fd = self.p.stdout.fileno()
         while b"\n" not in self.buf:
@@ -68,7 +77,7 @@ class Server:
             if line is None:
                 break
             rest.append(json.loads(line))
-        return rest, self.p.wait(timeout)
+        return rest, self.p.wait(scaled(timeout))
 
 
 def text(msg):

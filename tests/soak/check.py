@@ -197,7 +197,8 @@ def main():
 
     try:
         st = subprocess.run([f"{a.build}/cardbaton-status", "--config", a.config, "--json", "--all"],
-                            capture_output=True, text=True, timeout=120)
+                            capture_output=True, text=True,
+                            timeout=120 * float(os.environ.get("CB_TEST_TIMEOUT_SCALE") or 1))
         status = {j["id"]: j for j in json.loads(st.stdout)["jobs"]} if st.returncode == 0 else None
         if status is None:
             v.append(f"cardbaton status --json --all exited {st.returncode}: {st.stderr.strip()[:300]}")
