@@ -168,11 +168,12 @@ SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stack
 # once, and work that needs only the CPU beside them, balanced by the
 # suites' times in CI (bats --timing), in three lanes:
 #   crash:  the sanitizer build (niced), then at once the crash-point
-#           walk (crash.bats: runs of its own, four at a time, on a
-#           local node; six at a time on CI's two cores left timed
-#           steps, unstage and the baton giving up, unreached); it
-#           starts while the plain pass still runs, in the time the
-#           suites spend waiting;
+#           walk (crash.bats: runs of its own on a local node, as many
+#           at a time as the CPUs the load leaves when it starts, 2 to
+#           4 -- tests/crash-walk CRASH_WALK_JOBS; six at a time on
+#           CI's two cores left timed steps, unstage and the baton
+#           giving up, unreached); it starts while the plain pass still
+#           runs, in the time the suites spend waiting;
 #   1. the plain pass (unit tests, most suites) | a second lane of
 #      suites (the seeded fault run, the Slurm harness, daemon.bats,
 #      device.bats, ssh.bats), then the fuzz smoke (niced);
@@ -183,7 +184,10 @@ SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stack
 # run shows every failure; the exit status is 0 only when all passed.
 # No suite shares anything with another (each test has its own
 # directory, test hosts, cluster and ports).  Each side's log is shown
-# whole after it.
+# whole after it.  Every timeout in every lane is scaled by
+# CB_TEST_TIMEOUT_SCALE, which each tests/run chooses from its build
+# and the machine (the CPUs, the load, the sanitizers) unless it is set
+# (tests/lib/scale.bash; AGENTS.md "Building and testing").
 BESIDE_E2E = tests/e2e/faults.bats tests/e2e/slurmharness.bats tests/e2e/daemon.bats \
 	     tests/e2e/device.bats tests/e2e/ssh.bats
 SAN_MAIN_E2E = $(addprefix tests/e2e/,hostile.bats checkpoint.bats worker.bats baton.bats slurm.bats \
