@@ -86,7 +86,7 @@ fake_apps() {
 # loaded the more by every test that waits.
 wait_for() {
 	local _wf_ms
-	_wf_ms=$(scaled_ms "$1") || return 1
+	cb_scaled_ms "$1" _wf_ms || return 1
 	shift
 	_poll "$_wf_ms" "wait_for timed out" "$@"
 }

@@ -43,10 +43,10 @@ cb_default_scale() {
 # cb_milli NUMBER VAR: VAR=NUMBER in thousandths (NUMBER: digits, at
 # most three decimals: 2, 1.5, 0.25); fails, saying so, on anything else.
 cb_milli() {
-	local i f
+	local _i _f
 	[[ $1 =~ ^([0-9]+)(\.([0-9]{1,3}))?$ ]] || { echo "not a number like 2 or 1.5: '$1'" >&2; return 1; }
-	i=${BASH_REMATCH[1]} f=${BASH_REMATCH[3]}000
-	printf -v "$2" '%d' $(( 10#$i * 1000 + 10#${f:0:3} ))
+	_i=${BASH_REMATCH[1]} _f=${BASH_REMATCH[3]}000
+	printf -v "$2" '%d' $(( 10#$_i * 1000 + 10#${_f:0:3} ))
 }
 
 # cb_scale_check: CB_TEST_TIMEOUT_SCALE (1 when unset) is a number
@@ -58,12 +58,20 @@ cb_scale_check() {
 	}
 }
 
-# scaled_ms SECONDS: SECONDS x CB_TEST_TIMEOUT_SCALE, in milliseconds.
-scaled_ms() {
-	local m
+# cb_scaled_ms SECONDS VAR: VAR=SECONDS x CB_TEST_TIMEOUT_SCALE, in
+# milliseconds (no process started: wait_for's).
+cb_scaled_ms() {
+	local _m
 	[ -n "${CB_SCALE_MILLI:-}" ] || cb_scale_check || return 1
-	cb_milli "$1" m || return 1
-	echo $(( m * CB_SCALE_MILLI / 1000 ))
+	cb_milli "$1" _m || return 1
+	printf -v "$2" '%d' $(( _m * CB_SCALE_MILLI / 1000 ))
+}
+
+# scaled_ms SECONDS: the same, printed.
+scaled_ms() {
+	local ms
+	cb_scaled_ms "$1" ms || return 1
+	echo "$ms"
 }
 
 # scaled SECONDS: the same in whole seconds, rounded up (for timeout(1),
