@@ -364,7 +364,9 @@ static long long memory_flag(const char *s)
 }
 
 /* --begin WHEN: an RFC 3339 time, or +N with s, m, h or d (seconds
- * when none) from now; epoch ms, whole seconds. */
+ * when none) from now; epoch ms, to the ms (a fraction of WHEN's is
+ * kept, rfc3339_parse; +N is N from this moment's ms, not from its
+ * second, so that the job never starts before N is up). */
 static long long begin_flag(const char *s)
 {
 	static const struct { char c; long long mul; } units[] = {
@@ -391,7 +393,7 @@ static long long begin_flag(const char *s)
 	if (parse_ll(num, 0, TIMEOUT_MAX, &n) < 0 || *num == '-' || n > TIMEOUT_MAX / mul)
 		die(EX_USAGE_, "--begin: '%s' is not +N[smhd] with N from 0 to ten years", s);
 	free(num);
-	return (now_ms() / 1000 + n * mul) * 1000;
+	return now_ms() + n * mul * 1000;
 }
 
 /* --param KEY=V1,V2,...: one more key of the sweep in F. */

@@ -43,7 +43,7 @@
  * (all `status` reads for its table) and a JSON section (read too for
  * --json):
  *
- *   cardbaton-queued-index 2 VERSION
+ *   cardbaton-queued-index 3 VERSION
  *   queued DEV INO CTIME_NS MTIME_NS
  *   done DEV INO CTIME_NS MTIME_NS          or "done -" (not known)
  *   sections TABLE_BYTES JSON_BYTES
@@ -76,7 +76,9 @@
 #include "names.h"
 #include "store.h"
 
-#define MAGIC "cardbaton-queued-index 2 " CARDBATON_VERSION
+/* 3: the element has "begin" (an index of 2 is read as stale; its lines
+ * are never kept). */
+#define MAGIC "cardbaton-queued-index 3 " CARDBATON_VERSION
 #define INDEX_CAP ((size_t)1 << 40)     /* never a limit in practice */
 #define DONE_PROBE_MAX 4096             /* more jobs than this: list done/ */
 

@@ -668,7 +668,7 @@ static cJSON *json_field(const struct job_def *jd, const struct field *f)
 	case K_BOOL:
 		return cJSON_CreateBool(*int_at((struct job_def *)jd, f));
 	case K_TIME: {
-		char *t = rfc3339(*ll_at((struct job_def *)jd, f));
+		char *t = rfc3339_ms(*ll_at((struct job_def *)jd, f));
 
 		a = t ? cJSON_CreateString(t) : NULL;
 		free(t);

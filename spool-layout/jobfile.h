@@ -82,7 +82,7 @@ struct job_def {
 	char **env;             /* "NAME=value", NAME a shell identifier */
 	size_t nenv;
 	int hold;               /* not placed until released */
-	long long begin;        /* epoch ms, whole seconds: not placed before; 0 = none */
+	long long begin;        /* epoch ms (to the ms, rfc3339_parse): not placed before; 0 = none */
 	/* Job IDs (distinct, each lower than the job's own): placed once
 	 * every `after` job has succeeded, and every `after_any` job has
 	 * ended. */

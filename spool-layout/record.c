@@ -26,7 +26,7 @@ char *queued_reason(const struct job *j, long long now)
 				 j->max_running, j->array_id);
 	if (d->begin <= now)
 		return strdup("waiting to be scheduled");
-	if (!(t = rfc3339(d->begin)))
+	if (!(t = rfc3339_ms(d->begin)))
 		return NULL;
 	r = xasprintf("begins at %s", t);
 	free(t);
@@ -91,12 +91,14 @@ static int add_num(cJSON *o, const char *key, long long v)
 	return cJSON_AddNumberToObject(o, key, (double)v) ? 0 : -1;
 }
 
-static int add_time(cJSON *o, const char *key, long long ms, int with_ms)
+/* KEY: the RFC 3339 text of MS (to the second; to the ms when EXACT)
+ * or null, and KEY_ms beside it WITH_MS. */
+static int add_time_as(cJSON *o, const char *key, long long ms, int with_ms, int exact)
 {
 	char *t = NULL;
 	int r;
 
-	if (ms && !(t = rfc3339(ms)))
+	if (ms && !(t = exact ? rfc3339_ms(ms) : rfc3339(ms)))
 		return -1;
 	r = add_str(o, key, t);
 	free(t);
@@ -109,6 +111,11 @@ static int add_time(cJSON *o, const char *key, long long ms, int with_ms)
 		free(k);
 	}
 	return r;
+}
+
+static int add_time(cJSON *o, const char *key, long long ms, int with_ms)
+{
+	return add_time_as(o, key, ms, with_ms, 0);
 }
 
 static int add_ints(cJSON *o, const char *key, const int *v, size_t n)
@@ -244,7 +251,9 @@ static int add_tail(cJSON *o, const struct job *j, int with_ms)
 	    add_str(o, "reason", j->reason) || add_command(o, &j->def) ||
 	    add_time(o, "submitted", j->submitted, with_ms) ||
 	    add_time(o, "started", j->started, with_ms) ||
-	    add_time(o, "finished", j->finished, with_ms))
+	    add_time(o, "finished", j->finished, with_ms) ||
+	    /* To the ms: the job is not placed before it (its job file's). */
+	    add_time_as(o, "begin", j->def.begin, with_ms, 1))
 		return -1;
 	return 0;
 }

@@ -123,6 +123,17 @@ char *rfc3339(long long ms)
 	return strdup(buf);
 }
 
+char *rfc3339_ms(long long ms)
+{
+	char *t = rfc3339(ms), *r;
+
+	if (!t || ms % 1000 == 0)
+		return t;
+	r = xasprintf("%.*s.%03lldZ", (int)strlen(t) - 1, t, ms % 1000);
+	free(t);
+	return r;
+}
+
 /* N digits at *P, in [lo, hi]; *P moved past them. */
 static int digits(const char **p, int n, int lo, int hi, int *out)
 {
@@ -142,7 +153,7 @@ static int digits(const char **p, int n, int lo, int hi, int *out)
 int rfc3339_parse(const char *s, long long *ms)
 {
 	static const int mdays[] = { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
-	int y, mo, d, h, mi, sec, oh = 0, om = 0, sign = 0;
+	int y, mo, d, h, mi, sec, oh = 0, om = 0, sign = 0, frac = 0, n = 0, up = 0;
 	long long days;
 
 	if (digits(&s, 4, 1970, 9999, &y) || *s++ != '-' || digits(&s, 2, 1, 12, &mo) ||
@@ -153,12 +164,28 @@ int rfc3339_parse(const char *s, long long *ms)
 		return -1;
 	if (mo == 2 && d == 29 && (y % 4 || (y % 100 == 0 && y % 400)))
 		return -1;
+	/* A fraction: its ms, and one more when a digit after the third is
+	 * not 0 (rounded up: a time is never taken as earlier than it is). */
 	if (*s == '.') {
 		if (*++s < '0' || *s > '9')
 			return -1;
-		while (*s >= '0' && *s <= '9')
-			s++;
+		for (; *s >= '0' && *s <= '9'; s++, n++) {
+			if (n == RFC3339_FRAC_MAX)
+				return -1;
+			if (n < 3)
+				frac = frac * 10 + (*s - '0');
+			else
+				up |= *s != '0';
+		}
+		for (; n < 3; n++)
+			frac *= 10;
+		frac += up;
 	}
+	/* A leap second (second 60): where the next minute begins, the
+	 * first POSIX time no moment of it comes after; its fraction is
+	 * dropped (counted from 59 it would be a second early). */
+	if (sec == 60)
+		frac = 0;
 	if (*s == 'Z' || *s == 'z') {
 		s++;
 	} else if (*s == '+' || *s == '-') {
@@ -179,9 +206,9 @@ int rfc3339_parse(const char *s, long long *ms)
 
 		days = (long long)era * 146097 + doe - 719468;
 	}
-	*ms = ((days * 86400 + h * 3600 + mi * 60 + (sec == 60 ? 59 : sec)) -
-	       sign * (oh * 3600 + om * 60)) * 1000;
-	return *ms < 0 ? -1 : 0;
+	*ms = ((days * 86400 + h * 3600 + mi * 60 + sec) - sign * (oh * 3600 + om * 60)) * 1000 +
+	      frac;
+	return *ms < 0 || *ms > TIME_MS_MAX ? -1 : 0;
 }
 
 int when_parse(const char *s, long long now, long long *ms)

@@ -38,13 +38,19 @@ void sbuf_free(struct sbuf *b);
 /* RFC 3339 UTC text of a wall clock time in ms (now_ms, base.h):
  * "2026-11-29T08:13:54Z", always second precision; malloc'd. */
 char *rfc3339(long long ms);
+/* The same to the ms: "2026-11-29T08:13:54.250Z", or rfc3339's text
+ * when MS is a whole second; rfc3339_parse reads it back exactly. */
+char *rfc3339_ms(long long ms);
 /* The last ms it writes in four-digit years: 9999-12-31T23:59:59.999Z. */
 #define TIME_MS_MAX 253402300799999LL
 /* The largest integer a JSON number (a double) holds exactly: 2^53. */
 #define JSON_INT_MAX 9007199254740992.0
 /* The other way: "YYYY-MM-DDTHH:MM:SS" (T or t, or one space), an
- * optional fraction (dropped: whole seconds), then Z, z or +HH:MM /
- * -HH:MM; years 1970-9999.  0 with *MS, or -1. */
+ * optional fraction of 1 to RFC3339_FRAC_MAX digits (kept to the ms,
+ * a finer one rounded up to the next ms), then Z, z or +HH:MM /
+ * -HH:MM; second 60 (a leap second) is the next minute's 0.  From 1970
+ * to TIME_MS_MAX, in UTC.  0 with *MS, or -1. */
+#define RFC3339_FRAC_MAX 9
 int rfc3339_parse(const char *s, long long *ms);
 /* A WHEN of the tools' --since (SPEC §5): an RFC 3339 time as above, a
  * date "YYYY-MM-DD" (its midnight UTC), or an age "N" + s, m, h, d or w

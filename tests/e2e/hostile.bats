@@ -344,6 +344,16 @@ asan() { ldd "$CB_BUILD/cardbaton-submit" 2>/dev/null | grep -q libasan; }
 		'begin: 1969-12-31T23:59:59Z|not an RFC 3339 time (like 2026-12-01T18:00:00Z)'
 		'begin: 10000-01-01T00:00:00Z|not an RFC 3339 time (like 2026-12-01T18:00:00Z)'
 		'begin: 2026-12-01T18:00:00|not an RFC 3339 time (like 2026-12-01T18:00:00Z)'
+		'begin: 2026-12-01T18:00:00.1234567890Z|not an RFC 3339 time (like 2026-12-01T18:00:00Z)'
+		'begin: 2026-12-01T18:00:00.Z|not an RFC 3339 time (like 2026-12-01T18:00:00Z)'
+		'begin: 2026-12-01T18:00:00,5Z|not an RFC 3339 time (like 2026-12-01T18:00:00Z)'
+		'begin: 9999-12-31T23:59:59.9999Z|not an RFC 3339 time (like 2026-12-01T18:00:00Z)'
+		'begin: 9999-12-31T23:30:00-00:31|not an RFC 3339 time (like 2026-12-01T18:00:00Z)'
+		'begin: 1970-01-01T00:30:00.5+01:00|not an RFC 3339 time (like 2026-12-01T18:00:00Z)'
+		'begin: 2026-12-01T18:00:00+24:00|not an RFC 3339 time (like 2026-12-01T18:00:00Z)'
+		'begin: 2026-12-01T18:00:00-01:60|not an RFC 3339 time (like 2026-12-01T18:00:00Z)'
+		'begin: 2026-12-01T18:00:00+0100|not an RFC 3339 time (like 2026-12-01T18:00:00Z)'
+		'begin: 2026-12-01T18:00:00 EST|not an RFC 3339 time (like 2026-12-01T18:00:00Z)'
 		'after: []|must list at least one job ID'
 		'after: 5|must be a list'
 		'after: {a: 1}|must be a list'
@@ -379,7 +389,10 @@ asan() { ldd "$CB_BUILD/cardbaton-submit" 2>/dev/null | grep -q libasan; }
 			[[ $stderr == "cardbaton-submit: $flag: "* ]]
 		done
 	done
-	for v in '' + +x +1y +-1 ++1 +99999999999d 2026-12-01T18:00:00 now; do
+	for v in '' + +x +1y +-1 ++1 +99999999999d 2026-12-01T18:00:00 now +1.5s +2s5 +315360001 +3651d \
+		 2026-12-01T18:00:00.1234567890Z 2026-12-01T18:00:00.Z 9999-12-31T23:59:59.9999Z \
+		 9999-12-31T23:30:00-00:31 2026-12-01T18:00:00+24:00 2026-12-01T18:00:00+01 \
+		 2026-12-01T18:00:00UTC '2026-12-01T18:00:00.5 +01:00'; do
 		run --separate-stderr sub --begin "$v" -- true
 		failed 64 cardbaton-submit
 		[[ $stderr == "cardbaton-submit: --begin: "* ]]

@@ -158,12 +158,19 @@ m = s.recv()
 assert not m["result"]["isError"], m
 j = m["result"]["structuredContent"]["jobs"][0]
 assert j["command"] == ["echo", "from-text"] and j["priority"] == 3 and j["name"] == "t", j
+assert j["begin"] is None, j
 s.call(2, "submit", {"command": ["python3", "-c", "print(1)", "--flag"], "env": {"A": "b c"},
                      "gpus": [1, 3], "after": ["'"$one"'"], "hold": True, "share": False,
                      "priority": -5})
 j = s.recv()["result"]["structuredContent"]["jobs"][0]
 assert j["command"] == ["python3", "-c", "print(1)", "--flag"] and j["gpus"] == [1, 3], j
 assert j["after"] == [int("'"$one"'")] and j["priority"] == -5, j
+s.call(5, "submit", {"command": ["true"], "begin": "2999-01-01T01:00:00.1234+01:00"})
+j = s.recv()["result"]["structuredContent"]["jobs"][0]
+assert j["begin"] == "2999-01-01T00:00:00.124Z", j
+s.call(6, "status", {"job_ids": [j["id"]]})
+j = s.recv()["result"]["structuredContent"]["jobs"][0]
+assert j["begin"] == "2999-01-01T00:00:00.124Z", j
 s.call(3, "submit", {"command": ["echo", "{lr}"], "param": {"lr": ["0.1", "0.01"]}})
 jobs = s.recv()["result"]["structuredContent"]["jobs"]
 assert [j["command"] for j in jobs] == [["echo", "0.1"], ["echo", "0.01"]], jobs

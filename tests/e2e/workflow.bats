@@ -176,12 +176,71 @@ final() {
 	done
 }
 
+# begin_check FILE: each line "ID T0 I" (T0 the ms just before job ID's
+# submit, I its number): its attempt started (the node's ms in its
+# record) at least 2000 ms after T0, and so did the job by its own clock
+# ($T/started.I); its record's begin_ms is at least T0 + 2000, and
+# neither start is before it.  Fails naming the first job that broke it.
+begin_check() {
+	python3 - "$1" "$T" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    jid, t0, i = line.split()
+    t0 = int(t0)
+    r = json.load(open("%s/spool/done/%010d.job" % (sys.argv[2], int(jid))))
+    a = r["attempts"][-1]
+    own = int(open("%s/started.%s" % (sys.argv[2], i)).read())
+    assert r["state"] == "succeeded", (jid, r["state"])
+    assert a["started_ms"] >= t0 + 2000, (jid, "started after", a["started_ms"] - t0)
+    assert own >= t0 + 2000, (jid, "its clock after", own - t0)
+    assert r["begin_ms"] >= t0 + 2000, (jid, "begin after", r["begin_ms"] - t0)
+    assert a["started_ms"] >= r["begin_ms"] and own >= r["begin_ms"], (jid, "before its begin")
+PY
+}
+
+@test "--begin +2s: none of 20 jobs starts before 2.000 s after its submit, on the records' ms" {
+	start_daemon
+	local i id t subs
+	for i in $(seq 20); do
+		t=${EPOCHREALTIME/[.,]/}
+		id=$(sub --gpu-count 0 --begin +2s -- sh -c 'date +%s%3N > "$0"' "$T/started.$i")
+		printf '%s %s %s\n' "$id" "$((t / 1000))" "$i" >> "$T/submits"
+	done
+	mapfile -t subs < "$T/submits"
+	for i in "${subs[@]}"; do
+		wait_for 30 final "${i%% *}"
+	done
+	begin_check "$T/submits"
+}
+
+@test "status --json begin: RFC 3339 to the ms (a finer fraction up, the offset applied), null when none; the reason says begins at that TIME" {
+	start_daemon
+	a=$(sub --begin 2999-01-01T01:00:00.1234+01:00 -- true)
+	b=$(sub --begin 2999-01-01T00:00:07Z -- true)
+	c=$(sub -- true)
+	d=$(sub --begin 2020-01-01T00:00:00.5Z -- true)
+	wait_for 10 '[ "$(reason "$a")" = "begins at 2999-01-01T00:00:00.124Z" ]'
+	[ "$(field "$a" begin)" = 2999-01-01T00:00:00.124Z ]
+	[ "$(reason "$b")" = "begins at 2999-01-01T00:00:07Z" ]
+	[ "$(field "$b" begin)" = 2999-01-01T00:00:07Z ]
+	wait_for 10 final "$c"
+	[ "$(field "$c" begin)" = None ]
+	wait_for 10 final "$d"
+	[ "$(field "$d" begin)" = 2020-01-01T00:00:00.500Z ]
+	# The record: the same, and its ms beside it.
+	r=$(echo "$T"/spool/queued/*-$(printf %010d "$a").job)
+	[ "$(json '[d["begin"], d["begin_ms"], d["job"]["begin"]]' < "$r")" = \
+	  '["2999-01-01T00:00:00.124Z", 32472144000124, "2999-01-01T00:00:00.124Z"]' ]
+}
+
 @test "dependencies, holds and begin times survive a restart; a dependant of a job cancelled while the daemon was down is cancelled" {
 	start_daemon
 	a=$(sub --gpu-count 0 --hold -- true)
 	b=$(sub --after "$a" -- true)
 	c=$(sub --begin +1d -- true)
 	wait_for 10 '[ "$(reason "$b")" = "waiting for job $a" ]'
+	wait_for 10 '[[ "$(reason "$c")" == "begins at "* ]]'
+	begin=$(field "$c" begin)
 	stop_daemon
 	cardbaton-cancel --config "$C" "$a"
 	start_daemon
@@ -190,5 +249,6 @@ final() {
 	[ "$(state "$b")" = cancelled ]
 	[ "$(reason "$b")" = "dependency $a ended cancelled" ]
 	[ "$(state "$c")" = queued ]
-	[[ "$(reason "$c")" == "begins at "* ]]
+	[ "$(reason "$c")" = "begins at $begin" ]
+	[ "$(field "$c" begin)" = "$begin" ]
 }

@@ -9,6 +9,8 @@
  *    giving back the same job_def: jobdef_to_json -> jobdef_from_json
  *    (the job record), and the JSON text `cardbaton submit` writes into
  *    new/ -> jobdef_parse (the daemon reading it back);
+ *    (begin to the ms: its text, a fraction when it has one, reads back
+ *    the same ms);
  *  - jobdef_merge onto an empty job_def copies it exactly;
  *  - resume_command is set exactly when the field is given; a list
  *    (resume_argv, at least one word, the first not empty) comes with
@@ -93,7 +95,7 @@ static int jd_eq(const struct job_def *a, const struct job_def *b)
 	       (!a->ngpus || !memcmp(a->gpus, b->gpus, a->ngpus * sizeof *a->gpus)) &&
 	       a->gpu_count == b->gpu_count && a->gpu_memory_mib == b->gpu_memory_mib &&
 	       a->share == b->share &&
-	       a->priority == b->priority &&
+	       a->priority == b->priority && a->begin == b->begin &&
 	       a->timeout_seconds == b->timeout_seconds &&
 	       a->checkpoint_grace_seconds == b->checkpoint_grace_seconds &&
 	       strv_eq(a->env, a->nenv, b->env, b->nenv) && opt_eq(a->array, b->array) &&

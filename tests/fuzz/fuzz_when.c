@@ -4,7 +4,9 @@
  *
  * Properties: a WHEN is taken only when it is a whole RFC 3339 time, a
  * date, or an age of digits and one unit; an age lies before NOW, and
- * no further back than 99999999 weeks; a date is a midnight.
+ * no further back than 99999999 weeks; a date is a midnight; a time is
+ * from 1970 to TIME_MS_MAX, and rfc3339_ms's text of it reads back the
+ * same ms.
  */
 #include "util.h"
 #include "fuzz.h"
@@ -26,7 +28,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		long long t;
 
 		if (rfc3339_parse(s, &t) == 0) {
-			FUZZ_CHECK(t == ms);
+			char *back = rfc3339_ms(t);
+			long long u;
+
+			FUZZ_CHECK(t == ms && t >= 0 && t <= TIME_MS_MAX);
+			/* To the ms, both ways (a job's begin, a record). */
+			FUZZ_CHECK(back && rfc3339_parse(back, &u) == 0 && u == t);
+			free(back);
 		} else if (n == 10) {
 			FUZZ_CHECK(ms >= 0 && ms % 86400000LL == 0);
 		} else {

@@ -816,12 +816,13 @@ static void test_workflow_fields(void)
 	CHECK(parse("command: [a]\nhold: true\nbegin: 2026-12-01t17:00:00.999z\n"
 		    "after: [4, 2]\nafter_any: [3]\n", &jd) == 0);
 	CHECK(jd.set == (JF_COMMAND | JF_HOLD | JF_BEGIN | JF_AFTER | JF_AFTER_ANY));
-	CHECK(jd.hold == 1 && jd.begin == 1796144400000LL);
+	CHECK(jd.hold == 1 && jd.begin == 1796144400999LL);
 	CHECK(jd.nafter == 2 && jd.after[0] == 4 && jd.after[1] == 2);
 	CHECK(jd.nafter_any == 1 && jd.after_any[0] == 3);
 	jobdef_free(&jd);
+	/* A leap second is over where the next minute begins. */
 	CHECK(parse("command: [a]\nbegin: 2024-02-29 23:59:60-00:30\n", &jd) == 0);
-	CHECK(jd.begin == 1709252999000LL);
+	CHECK(jd.begin == 1709253000000LL);
 	jobdef_free(&jd);
 	CHECK_STR(bad("command: [a]\nhold: yes\n"), "job.yaml:2: hold: must be true or false");
 	CHECK_STR(bad("command: [a]\nbegin: tomorrow\n"),
@@ -859,6 +860,125 @@ static void test_workflow_fields(void)
 		  "job.yaml:2: after_any[0]: must be an integer");
 }
 
+/* begin to the ms (issue 32): a fraction is kept, a finer one rounded
+ * up, a zone's offset applied; the text written back (job file, record)
+ * says the same ms, and the record keeps it through a read and a write. */
+static void test_begin_ms(void)
+{
+	static const struct { const char *s; long long ms; } ok[] = {
+		{ "2026-12-01T17:00:00Z", 1796144400000LL },
+		{ "2026-12-01T17:00:00.5Z", 1796144400500LL },
+		{ "2026-12-01T17:00:00.050Z", 1796144400050LL },
+		{ "2026-12-01T17:00:00.999z", 1796144400999LL },
+		{ "2026-12-01T17:00:00.000Z", 1796144400000LL },
+		{ "2026-12-01T17:00:00.1230Z", 1796144400123LL },
+		{ "2026-12-01T17:00:00.1231Z", 1796144400124LL },      /* finer: up */
+		{ "2026-12-01T17:00:00.000000001Z", 1796144400001LL },
+		{ "2026-12-01T17:00:00.9995Z", 1796144401000LL },      /* up into the next second */
+		{ "2026-12-01T18:30:00.25+01:30", 1796144400250LL },
+		{ "2026-12-01T16:59:59.75-00:00", 1796144399750LL },
+		{ "2026-12-01T16:00:00.001-01:00", 1796144400001LL },
+		{ "2026-12-01T16:59:60.5Z", 1796144400000LL },         /* leap second: its end */
+		{ "9999-12-31T23:59:59.999Z", TIME_MS_MAX },
+		{ "9999-12-31T23:59:59.9989Z", TIME_MS_MAX },
+		{ "1970-01-01T01:00:00.001+01:00", 1 },
+	};
+	static const char *const no[] = {
+		"2026-12-01T17:00:00.1234567890Z",      /* more than 9 digits */
+		"2026-12-01T17:00:00.Z", "2026-12-01T17:00:00.5", "2026-12-01T17:00:00,5Z",
+		"2026-12-01T17:00:00.5.5Z", "2026-12-01T17:00:00.-5Z", "2026-12-01T17:00:00.5 Z",
+		"9999-12-31T23:59:59.9991Z",            /* rounds up past 9999 */
+		"9999-12-31T23:59:60Z", "9999-12-31T23:30:00-00:30", "1970-01-01T00:59:59.999+01:00",
+		"2026-12-01T17:00:00+24:00", "2026-12-01T17:00:00+01:60", "2026-12-01T17:00:00+0100",
+		"2026-12-01T17:00:00+01", "2026-12-01T17:00:00 +01:00", "2026-12-01T17:00:00EST",
+		"2026-12-01T17:00:00UTC", "2026-12-01T17:00:00+1:00",
+	};
+	long long ms;
+
+	for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+		CHECK(rfc3339_parse(ok[i].s, &ms) == 0 && ms == ok[i].ms);
+		if (ms != ok[i].ms)
+			fprintf(stderr, "  %s: %lld, not %lld\n", ok[i].s, ms, ok[i].ms);
+	}
+	for (size_t i = 0; i < sizeof no / sizeof *no; i++) {
+		char *doc = xasprintf("command: [a]\nbegin: '%s'\n", no[i]);
+
+		CHECK(rfc3339_parse(no[i], &ms) == -1);
+		CHECK_STR(bad(doc), "job.yaml:2: begin: not an RFC 3339 time (like 2026-12-01T18:00:00Z)");
+		free(doc);
+	}
+	/* The text, to the ms when not a whole second; read back exactly. */
+	{
+		static const long long v[] = { 1796144400000LL, 1796144400250LL, 1796144400001LL,
+					       1796144400999LL, 1, TIME_MS_MAX };
+		char *t;
+
+		CHECK_STR(t = rfc3339_ms(1796144400250LL), "2026-12-01T17:00:00.250Z");
+		free(t);
+		CHECK_STR(t = rfc3339_ms(1796144400001LL), "2026-12-01T17:00:00.001Z");
+		free(t);
+		CHECK_STR(t = rfc3339_ms(1796144400000LL), "2026-12-01T17:00:00Z");
+		free(t);
+		CHECK_STR(t = rfc3339_ms(TIME_MS_MAX), "9999-12-31T23:59:59.999Z");
+		free(t);
+		for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+			t = rfc3339_ms(v[i]);
+			CHECK(t && rfc3339_parse(t, &ms) == 0 && ms == v[i]);
+			free(t);
+		}
+	}
+	/* A job file's begin, as the record holds it: to the ms, at the
+	 * top ("begin", "begin_ms") and in "job"; read back, written
+	 * again, the same; the reason and status --json say the same ms. */
+	{
+		static const char rec[] =
+			"{\"id\": \"7\", \"rev\": 1, \"state\": \"queued\", \"reason\": null, "
+			"\"priority\": 0, \"submitted_ms\": 1796144390000, "
+			"\"job\": {\"command\": [\"a\"], \"begin\": \"2026-12-01T18:30:00.25+01:30\"}, "
+			"\"attempts\": []}\n";
+		struct job j, k;
+		struct cb_err ce = { 0 };
+		char *t1 = NULL, *t2 = NULL, *r, *st;
+		cJSON *o;
+
+		CHECK(job_from_json(rec, strlen(rec), &j, &ce) == 0);
+		CHECK(j.def.begin == 1796144400250LL);
+		CHECK((t1 = job_to_json(&j)) != NULL);
+		CHECK(t1 && strstr(t1, "\"begin\":\t\"2026-12-01T17:00:00.250Z\",\n\t\"begin_ms\":\t"
+				   "1796144400250,") != NULL);
+		CHECK(t1 && strstr(t1, "\t\t\"begin\":\t\"2026-12-01T17:00:00.250Z\"") != NULL);
+		CHECK(t1 && job_from_json(t1, strlen(t1), &k, &ce) == 0);
+		CHECK(k.def.begin == 1796144400250LL);
+		CHECK((t2 = job_to_json(&k)) != NULL);
+		CHECK_STR(t2, t1);
+		CHECK_STR(r = queued_reason(&k, 1796144400249LL), "begins at 2026-12-01T17:00:00.250Z");
+		free(r);
+		CHECK_STR(r = queued_reason(&k, 1796144400250LL), "waiting to be scheduled");
+		free(r);
+		o = job_status_json(&k);
+		st = o ? cJSON_PrintUnformatted(o) : NULL;
+		CHECK(st && strstr(st, ",\"begin\":\"2026-12-01T17:00:00.250Z\",") != NULL);
+		CHECK(st && !strstr(st, "begin_ms"));
+		cJSON_free(st);
+		cJSON_Delete(o);
+		/* No begin: null, in the record and in status --json. */
+		k.def.begin = 0;
+		o = job_status_json(&k);
+		st = o ? cJSON_PrintUnformatted(o) : NULL;
+		CHECK(st && strstr(st, ",\"begin\":null,") != NULL);
+		cJSON_free(st);
+		cJSON_Delete(o);
+		free(t2);
+		CHECK((t2 = job_to_json(&k)) != NULL);
+		CHECK(t2 && strstr(t2, "\"begin\":\tnull,\n\t\"begin_ms\":\tnull,") != NULL);
+		free(t1);
+		free(t2);
+		job_free(&j);
+		job_free(&k);
+		cb_err_free(&ce);
+	}
+}
+
 int main(void)
 {
 	test_full();
@@ -872,6 +992,7 @@ int main(void)
 	test_from_json();
 	test_merge();
 	test_workflow_fields();
+	test_begin_ms();
 	cb_err_free(&e);
 	return T_DONE();
 }

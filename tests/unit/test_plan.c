@@ -515,6 +515,8 @@ static void test_not_yet(void)
 	PLAN(NOW, "", "");
 	CHECK(!out.waiting && out.nwhy == 0);
 	CHECK(out.wake_at == NOW + 2000);
+	PLAN(NOW + 1999, "", "");               /* a ms early: not yet */
+	CHECK(out.wake_at == NOW + 2000);
 	PLAN(NOW + 2000, "4@a:0", "");
 	CHECK(out.wake_at == NOW + 5000);
 	PLAN(NOW + 5000, "3@a:0 4@a:1", "");

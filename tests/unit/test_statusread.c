@@ -21,7 +21,7 @@
 #include "spool.h"
 #include "t.h"
 
-#define MAGIC "cardbaton-queued-index 2 " CARDBATON_VERSION
+#define MAGIC "cardbaton-queued-index 3 " CARDBATON_VERSION
 
 static char *xstrdup(const char *s)
 {
