@@ -206,7 +206,6 @@ int status_view_of(const struct job *j, int with_json, struct status_view *v)
 	const struct attempt *a = job_last_attempt(j);
 	struct sbuf b = { 0 };
 	const char *node;
-	char *slurm = NULL;
 	int r;
 
 	memset(v, 0, sizeof *v);
@@ -224,9 +223,12 @@ int status_view_of(const struct job *j, int with_json, struct status_view *v)
 	/* Node and cards as status --json reports them: the last attempt's
 	 * placement, else what the job pins. */
 	if (a && a->state != AS_ABORTED) {
-		/* A Slurm node's job: its Slurm job ID beside the node. */
-		node = a->slurm_job && a->node ? (slurm = xasprintf("%s(slurm:%s)", a->node, a->slurm_job))
-					       : a->node;
+		/* A Slurm node's job: its Slurm job ID beside the node (the
+		 * text the view's own[5], made fit to show below). */
+		node = a->node;
+		if (a->slurm_job && a->node &&
+		    !(node = v->own[5] = xasprintf("%s(slurm:%s)", a->node, a->slurm_job)))
+			goto fail;
 		r = a->ngpus ? int_list(&b, a->gpus, a->ngpus) : sbuf_add(&b, "none", 4);
 	} else {
 		long long need = jobdef_gpu_need(&j->def);
@@ -238,16 +240,8 @@ int status_view_of(const struct job *j, int with_json, struct status_view *v)
 			r = need ? sbuf_addf(&b, "any:%lld", need) : sbuf_add(&b, "none", 4);
 	}
 	v->gpus = v->own[0] = b.s;
-	if (r < 0 || (a && a->slurm_job && a->node && !slurm) ||
-	    view_str(v, 1, node ? node : "-", &v->node) < 0) {
-		free(slurm);
-		goto fail;
-	}
-	if (slurm && v->node == slurm)
-		v->own[1] = slurm;      /* kept: the view's own */
-	else
-		free(slurm);
-	if (view_str(v, 2, j->def.name ? j->def.name : "-", &v->name) < 0 ||
+	if (r < 0 || view_str(v, 1, node ? node : "-", &v->node) < 0 ||
+	    view_str(v, 2, j->def.name ? j->def.name : "-", &v->name) < 0 ||
 	    !(v->command = v->own[3] = command_display(&j->def)))
 		goto fail;
 	if (with_json) {
@@ -267,8 +261,9 @@ fail:
 
 void status_view_free(struct status_view *v)
 {
-	for (int k = 0; k < 4; k++)
-		free(v->own[k]);
+	for (int k = 0; k < 6; k++)
+		if (k != 4)
+			free(v->own[k]);
 	cJSON_free(v->own[4]);
 	memset(v, 0, sizeof *v);
 }

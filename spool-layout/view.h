@@ -37,7 +37,9 @@ struct status_view {
 	const char *name;       /* NAME, or "-" */
 	const char *command;    /* COMMAND: command_display */
 	const char *json;       /* the `status --json` element, or NULL */
-	char *own[5];           /* status_view_of's allocations */
+	char *own[6];           /* status_view_of's allocations, freed by status_view_free
+				   alone: gpus, node and name when made printable, command,
+				   json (cJSON's), a Slurm node's "NODE(slurm:N)" */
 };
 /* V from J; the --json element too when WITH_JSON.  0, or -1 with
  * errno ENOMEM. */

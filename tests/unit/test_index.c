@@ -207,6 +207,38 @@ static char *read_ids(struct spool *sp, int all, struct seen *s, int *ex)
 	return out;
 }
 
+/* NODE of a Slurm node's job: "NODE(slurm:N)", its control characters
+ * shown as '?' like any node's; the view owns what it made (ASan: no
+ * leak, no double free), and a node without a Slurm job is itself. */
+static void test_slurm_node_view(void)
+{
+	static const struct { const char *node, *slurm, *want; } c[] = {
+		{ "cluster", "4711", "cluster(slurm:4711)" },
+		{ "clu\x01ster", "4711", "clu?ster(slurm:4711)" },
+		{ "cluster", "47\n11", "cluster(slurm:47?11)" },
+		{ "cluster", NULL, "cluster" },
+		{ "clu\x7fster", NULL, "clu?ster" },
+	};
+
+	for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+		struct status_view v;
+		struct job j = { .id = 9, .state = JS_RUNNING };
+		struct attempt *a = job_new_attempt(&j);
+
+		if (!a)
+			abort();
+		a->state = AS_RUNNING;
+		a->id = xstrdup("a-9-0");
+		a->node = xstrdup(c[i].node);
+		a->slurm_job = c[i].slurm ? xstrdup(c[i].slurm) : NULL;
+		CHECK(status_view_of(&j, 1, &v) == 0);
+		CHECK_STR(v.node, c[i].want);
+		CHECK(v.json && strstr(v.json, "\"slurm_job\":") != NULL);
+		status_view_free(&v);
+		job_free(&j);
+	}
+}
+
 int main(void)
 {
 	char dir[] = "/tmp/test_index.XXXXXX", *path, *buf;
@@ -222,6 +254,7 @@ int main(void)
 		fprintf(stderr, "cannot make a spool: %s\n", err.msg ? err.msg : strerror(errno));
 		return 1;
 	}
+	test_slurm_node_view();
 
 	/* Records with everything the format must carry through: spaces,
 	 * '%', and in command words tabs, newlines, control characters (C0,
