@@ -110,13 +110,14 @@ d = json.load(sys.stdin)
 assert list(d) == ["jobs", "nodes"], d
 j = d["jobs"][0]
 for k in ("id", "name", "state", "priority", "node", "gpus", "gpu_uuids", "attempts",
-          "exit_code", "reason", "command", "submitted", "started", "finished"):
+          "exit_code", "reason", "command", "submitted", "started", "finished", "begin"):
     assert k in j, k
 assert j["id"] == "1" and j["name"] == "first" and j["state"] == "queued"
 assert j["priority"] == 3 and j["node"] is None and j["gpus"] == [0, 2]
 assert j["gpu_uuids"] == [] and j["attempts"] == 0 and j["exit_code"] is None
 assert j["command"] == ["python3", "-c", "print(1)"]
 assert j["submitted"].endswith("Z") and j["started"] is None and j["finished"] is None
+assert j["begin"] is None
 '
 }
 
