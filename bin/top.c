@@ -82,6 +82,7 @@ struct nrow {
 
 struct top_state {
 	long long now;          /* epoch ms */
+	long long stale_ms;     /* cards read longer ago than this are stale (cards_stale_ms) */
 	const char *spool;
 	int have_spool;
 	struct jrow *rows;      /* sorted by status_key_cmp */
@@ -189,11 +190,26 @@ static int row_cmp(const void *a, const void *b)
 
 /* Read the spool into ST (what it held before is freed).  0, or -1
  * with ERR. */
+/*
+ * How old a node's cards may be before the view calls them stale: the
+ * daemon reads them at least every gpu_refresh_seconds (the default
+ * when that is 0: it then reads them only while jobs wait), and a query
+ * may take its deadline (NODE_QUERY_MS) to answer.  Older, the daemon is
+ * not refreshing them (stopped, or the node does not answer).
+ */
+static long long cards_stale_ms(const struct config *c)
+{
+	long long every = c->gpu_refresh_seconds ? c->gpu_refresh_seconds : DEFAULT_GPU_REFRESH;
+
+	return every * 1000 + NODE_QUERY_MS;
+}
+
 static int state_read(struct top_state *st, struct spool *sp, const struct config *c,
 		      struct cb_err *err)
 {
 	state_free(st);
 	st->now = now_ms();
+	st->stale_ms = cards_stale_ms(c);
 	st->spool = c->spool;
 	st->foreign = 0;
 	st->nodes = xrealloc(NULL, (c->nnodes + 1) * sizeof *st->nodes);
@@ -526,6 +542,28 @@ static char *holder_text(const struct node_card *g)
 	return b.s;
 }
 
+/* The wall clock time MS as "14:02:11" (local time), with the date
+ * first when it is not NOW's day (malloc'd). */
+static char *clock_text(long long ms, long long now)
+{
+	time_t t = (time_t)(ms / 1000), n = (time_t)(now / 1000);
+	struct tm tm, tn;
+	char buf[64];
+	int today;
+
+	if (!localtime_r(&t, &tm) || !localtime_r(&n, &tn)) {
+		char *rfc = fmt_time(ms);       /* beyond what struct tm holds */
+
+		if (!rfc)
+			oom();
+		return rfc;
+	}
+	today = tm.tm_year == tn.tm_year && tm.tm_yday == tn.tm_yday;
+	if (!strftime(buf, sizeof buf, today ? "%H:%M:%S" : "%Y-%m-%d %H:%M:%S", &tm))
+		return xstrdup("?");
+	return xstrdup(buf);
+}
+
 static char *num_text(long long v)
 {
 	return v < 0 ? xstrdup("?") : xasprintf("%lld", v);
@@ -574,11 +612,17 @@ static void sec_nodes(struct lines *l, const struct top_state *st, int width)
 			free(e);
 			sgr = SGR_RED;
 		} else if (ns->cards_at) {
+			/* The cards' figures are the daemon's last reading: when
+			 * that was, and whether it is older than it should be. */
+			int stale = st->now - ns->cards_at > st->stale_ms;
+			char *at = clock_text(ns->cards_at, st->now);
+
 			age = age_text(st->now - ns->cards_at);
-			what = xasprintf("up, %zu card%s, read %s ago", ns->ncards,
-					 ns->ncards == 1 ? "" : "s", age);
+			what = xasprintf("up, %zu card%s as of %s (%s ago%s)", ns->ncards,
+					 ns->ncards == 1 ? "" : "s", at, age, stale ? ", stale" : "");
+			free(at);
 			free(age);
-			sgr = NULL;
+			sgr = stale ? SGR_YELLOW : NULL;
 		} else {
 			what = xstrdup("up, its cards not read yet");
 			sgr = NULL;

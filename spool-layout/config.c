@@ -314,6 +314,7 @@ static int set_defaults(struct config *c)
 {
 	memset(c, 0, sizeof *c);
 	c->reserve_after_seconds = DEFAULT_RESERVE_AFTER;
+	c->gpu_refresh_seconds = DEFAULT_GPU_REFRESH;
 	c->preempt_min_runtime = DEFAULT_MIN_RUNTIME;
 	if (!(c->remote_state_dir = strdup(DEFAULT_REMOTE_STATE_DIR)) ||
 	    !(c->ssh_command = calloc(1, sizeof *c->ssh_command)) ||
@@ -365,6 +366,8 @@ int config_parse(const char *buf, size_t len, const char *fname,
 			r = set_argv(&c, v, &p, MAX_HOOK_ARGS, &cf->on_finish, &cf->non_finish);
 		} else if (!strcmp(k->s, "reserve_after_seconds")) {
 			r = yx_int(&c, v, &p, 0, TIMEOUT_MAX, &cf->reserve_after_seconds);
+		} else if (!strcmp(k->s, "gpu_refresh_seconds")) {
+			r = yx_int(&c, v, &p, 0, GPU_REFRESH_MAX, &cf->gpu_refresh_seconds);
 		} else if (!strcmp(k->s, "preemption")) {
 			r = parse_preemption(&c, v, &p, cf);
 		} else if (!strcmp(k->s, "nodes")) {

@@ -13,6 +13,8 @@
 #define MAX_JOBS_PER_GPU 64
 #define MAX_SLURM_JOBS 1000000 /* slurm.max_jobs at most */
 #define DEFAULT_RESERVE_AFTER 300
+#define DEFAULT_GPU_REFRESH 30          /* gpu_refresh_seconds */
+#define GPU_REFRESH_MAX 86400           /* ... at most (a day) */
 #define DEFAULT_MIN_RUNTIME 300         /* preemption: min_runtime_seconds */
 #define DEFAULT_REMOTE_STATE_DIR "~/.local/state/sshgpu-queue"
 #define MAX_HOOK_ARGS 4096      /* on_finish: at most this many strings */
@@ -45,6 +47,9 @@ struct config {
 	char **ssh_command;     /* argv prefix; default {"ssh"} */
 	size_t nssh_command;
 	long long reserve_after_seconds;
+	/* gpu_refresh_seconds: the daemon asks each node for its cards at
+	 * least this often, jobs waiting or not (0: only while they wait) */
+	long long gpu_refresh_seconds;
 	/* preemption: {enabled, min_runtime_seconds} (SPEC §7): off by default */
 	int preempt;
 	long long preempt_min_runtime;  /* default DEFAULT_MIN_RUNTIME */

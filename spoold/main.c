@@ -19,6 +19,9 @@
  *     events;
  *   - while GPU jobs wait, cards are re-read every GPU_POLL_MS, because
  *     processes outside the queue come and go without telling anyone.
+ *   - and at least every gpu_refresh_seconds (config, default 30) jobs
+ *     waiting or not, so that what the daemon shows of the cards
+ *     (nodes/, metrics.prom, so top) does not go stale (refresh_cards).
  *
  * Everything blocks for at most one node call, and every node call
  * has its own deadline (link/node.c).
@@ -697,6 +700,43 @@ static int setup_nodes(struct daemon *d)
 	return 0;
 }
 
+/*
+ * gpu_refresh_seconds (cardbaton(5)): each node's cards are asked for
+ * at least this often, counted from the last query asked, whether jobs
+ * wait or not, so that the views (nodes/NAME.json, metrics.prom) and
+ * what top shows of the cards are not older than that while the queue
+ * is idle.  While GPU jobs wait the passes ask every GPU_POLL_MS and
+ * this adds nothing, but for a node they leave alone (every card leased
+ * by this spool's attempts, sched.c wants_query): its running jobs'
+ * memory and utilisation are read too, the leases as they are.  A node
+ * never asked yet is asked at once; an unreachable one no sooner than
+ * its back-off allows.  The query is query_refresh's, answered as
+ * events like any other: nothing here waits on a node.  NEXT: made no
+ * later than the next one due.
+ */
+static void refresh_cards(struct daemon *d, long long now, long long *next)
+{
+	long long every = d->cfg.gpu_refresh_seconds * 1000;
+
+	if (!every)
+		return;
+	for (size_t k = 0; k < d->nnodes; k++) {
+		struct node *n = &d->nodes[k];
+		long long due = n->query.started ? n->query.started + every : now;
+
+		if (n->query.pid > 0)
+			continue;       /* its answer or its deadline comes first */
+		if (!n->reachable && n->retry_at > due)
+			due = n->retry_at;
+		if (due <= now && query_refresh(d, n))
+			continue;
+		if (due <= now)         /* it could not be started: after the back-off */
+			due = n->retry_at > now ? n->retry_at : now + every;
+		if (due < *next)
+			*next = due;
+	}
+}
+
 /* What is due now; the poll timeout until the next thing that is. */
 static int timers(struct daemon *d)
 {
@@ -738,6 +778,7 @@ static int timers(struct daemon *d)
 		next = d->stall_retry_at;
 	if (d->next_poll && d->next_poll < next)
 		next = d->next_poll;
+	refresh_cards(d, now, &next);
 	if (d->dirty && !d->stalled)
 		return 0;
 	if (next == LLONG_MAX)

@@ -363,6 +363,16 @@ static void gauges(struct printer *p, const struct metrics *m, const struct metr
 				      readings[r].what == 2 ? (double)v / 100 : (double)v * 1048576);
 			}
 	}
+	/* The card figures above are a snapshot: when it was read, so that
+	 * a stale one says so (gpu_refresh_seconds, cardbaton(5)). */
+	p_family(&p->v, "cardbaton_node_gpus_timestamp_seconds", "gauge",
+		 "When the daemon last read the node's cards (Unix time): the card figures are "
+		 "of then.");
+	for (size_t k = 0; k < now->nnodes; k++)
+		if (now->nodes[k].cards_at > 0)
+			gauge(p, "cardbaton_node_gpus_timestamp_seconds",
+			      (const char *const[]){ "node", now->nodes[k].name, NULL },
+			      (double)(now->nodes[k].cards_at / 1000));
 	p_family(&p->v, "cardbaton_daemon_start_time_seconds", "gauge",
 		 "When the daemon that wrote this started (Unix time).");
 	gauge(p, "cardbaton_daemon_start_time_seconds", NULL, (double)(m->started / 1000));

@@ -39,6 +39,29 @@ void query_start(struct daemon *d, struct node *n)
 }
 
 /*
+ * The idle refresh (main.c refresh_cards, gpu_refresh_seconds): N's
+ * cards asked for though no pass needs them, so that nodes/NAME.json
+ * and metrics.prom do not go stale while nothing waits.  The same query
+ * as query_start's, answered by query_done like any other (a launch
+ * after it was asked makes it stale, an end is patched into it), so it
+ * changes nothing the passes rely on: the answer makes the node fresh
+ * as any answer does, and wants_query still decides what a pass asks.
+ * Only is_fresh is not consulted (a refresh every second is allowed).
+ * 1 when a query is in flight.
+ */
+int query_refresh(struct daemon *d, struct node *n)
+{
+	static const char *const args[] = { "gpus", NULL };
+
+	if (n->query.pid > 0)
+		return 1;
+	if (!n->reachable && n->retry_at && mono_now() < n->retry_at)
+		return 0;
+	acall_start(d, n, &n->query, args, NODE_QUERY_MS);
+	return n->query.pid > 0;
+}
+
+/*
  * Is a query of N of any use to the next pass?  Not while every card
  * the queue may use there is leased by an attempt of this spool's
  * (names.c attempt_id: SPOOLID-JOB-N): those come free through the

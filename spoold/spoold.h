@@ -349,6 +349,9 @@ void deps_free(struct daemon *d);
 /* sched.c */
 int schedule(struct daemon *d);
 void query_start(struct daemon *d, struct node *n);
+/* Ask N for its cards now, fresh or not (the idle refresh); 1 when a
+ * query is in flight. */
+int query_refresh(struct daemon *d, struct node *n);
 void query_done(struct daemon *d, struct node *n, int status);
 int is_fresh(const struct node *n);
 void cards_freed(struct daemon *d, struct node *n, const char *aid, int handoff);

@@ -1081,6 +1081,36 @@ stray() {
 	says "cardbaton-status: $C:3: on_finish: duplicate key"
 }
 
+@test "a config whose gpu_refresh_seconds is not an integer from 0 to 86400 is 78 for the daemon, top and every tool, one line naming file:line: key" {
+	for v in -1 86401 99999999999999999999 30s 1.5 '[30]' '{a: 1}' '~' "''" true; do
+		printf 'spool: ./spool\nnodes:\n  local:\n    local: true\ngpu_refresh_seconds: %s\n' "$v" > "$C"
+		case $v in
+		-1|86401|9999*) why="gpu_refresh_seconds: must be between 0 and 86400" ;;
+		*) why="gpu_refresh_seconds: must be an integer" ;;
+		esac
+		run --separate-stderr cardbaton-spoold --config "$C" --once
+		failed 78 cardbaton-spoold
+		says "cardbaton-spoold: $C:5: $why"
+		for tool in status submit top metrics gpus; do
+			args=(); [ "$tool" = submit ] && args=(-- true)
+			run --separate-stderr "cardbaton-$tool" --config "$C" "${args[@]}"
+			failed 78 "cardbaton-$tool"
+			says "cardbaton-$tool: $C:5: $why"
+		done
+	done
+	# Twice: a duplicate key.
+	printf 'spool: ./spool\ngpu_refresh_seconds: 1\ngpu_refresh_seconds: 2\nnodes:\n  local:\n    local: true\n' > "$C"
+	run --separate-stderr cardbaton-spoold --config "$C" --once
+	failed 78 cardbaton-spoold
+	says "cardbaton-spoold: $C:3: gpu_refresh_seconds: duplicate key"
+	# The bounds themselves are taken.
+	for v in 0 86400; do
+		printf 'spool: ./spool\ngpu_refresh_seconds: %s\nnodes:\n  local:\n    local: true\n' "$v" > "$C"
+		run --separate-stderr cardbaton-spoold --config "$C" --once
+		[ "$status" -eq 0 ]
+	done
+}
+
 @test "a Slurm node's config, options and spec: bad partitions, sbatch_args, max_jobs and combinations are 78 naming file:line: key; the worker refuses a bad --slurm and nodelist; submit refuses pinned and memory jobs (65)" {
 	for v in '{max_jobs: 2}' '{partition: -x}' "{partition: 'a b'}" '{partition: a/b}' '{partition: ""}' \
 		'{partition: gpu, max_jobs: 0}' '{partition: gpu, max_jobs: 1.5}' '{partition: gpu, sbatch_args: x}' \

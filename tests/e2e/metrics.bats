@@ -56,6 +56,35 @@ gate() { sub --gpu-count "${2:-1}" -- sh -c "while [ ! -e '$T/$1' ]; do sleep 0.
 	wait_for 10 'final "$b"'
 }
 
+@test "an idle daemon reads the cards again every gpu_refresh_seconds: a card changed outside the queue shows in metrics.prom and nodes/NAME.json, with the reading's time" {
+	printf 'spool: ./spool\ngpu_refresh_seconds: 1\nnodes:\n  local:\n    local: true\n' > "$C"
+	start_daemon
+	# No job ever: the cards are read all the same, and when.
+	ts='cardbaton_node_gpus_timestamp_seconds{node="local"}'
+	wait_for 10 '[ -n "$(val "$ts")" ]'
+	check
+	mem='cardbaton_gpu_memory_used_bytes{node="local",gpu="1",uuid="GPU-11111111-1111-1111-1111-111111111111"}'
+	[ "$(val "$mem")" = 0 ]
+	first=$(val "$ts")
+	# A process outside the queue takes memory on card 1.
+	fake_gpus \
+		"0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA Fake A100, 0, 81920, 0" \
+		"1, GPU-11111111-1111-1111-1111-111111111111, NVIDIA Fake A100, 2048, 81920, 75" \
+		"2, GPU-22222222-2222-2222-2222-222222222222, NVIDIA Fake A100, 0, 81920, 0" \
+		"3, GPU-33333333-3333-3333-3333-333333333333, NVIDIA Fake A100, 0, 81920, 0"
+	wait_for 10 '[ "$(val "$mem")" = 2147483648 ]'
+	[ "$(val 'cardbaton_gpu_utilization_ratio{node="local",gpu="1",uuid="GPU-11111111-1111-1111-1111-111111111111"}')" = 0.75 ]
+	[ "$(val 'cardbaton_gpu_state{node="local",gpu="1",uuid="GPU-11111111-1111-1111-1111-111111111111",state="busy"}')" = 1 ]
+	[ "$(val "$ts")" -gt "$first" ]
+	check
+	wait_for 10 '[ "$(json "d[\"gpus\"][1][\"memory_used_mib\"]" < "$T/spool/nodes/local.json")" = 2048 ]'
+	[ "$(json 'd["gpus"][1]["idle"]' < "$T/spool/nodes/local.json")" = False ]
+	# The gauge is the time of nodes/local.json's reading.
+	wait_for 10 '[ "$(val "$ts")" = "$(json "d[\"gpus_at_ms\"] // 1000" < "$T/spool/nodes/local.json")" ]'
+	# Still idle: no job was ever queued.
+	[ "$(val 'cardbaton_jobs{state="queued"}')" = 0 ]
+}
+
 @test "the counters never go down across a restart, a kill -9 included" {
 	start_daemon
 	for i in 1 2 3; do sub --gpu-count 1 -- true >/dev/null; done

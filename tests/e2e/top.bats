@@ -67,7 +67,7 @@ restored() {
 	# three cards idle.
 	wait_for 10 'pane | grep -Eq "^ +$id +running +local +0 +[0-9]+s +- +topjob +sleep 2$"'
 	wait_for 10 'pane | grep -Eq "^ +0 +job $id +\[\.+\] 0/81920 MiB"'
-	pane | grep -q "^local  up, 4 cards, read [0-9]*s ago$"
+	pane | grep -Eq "^local  up, 4 cards as of [0-9]{2}:[0-9]{2}:[0-9]{2} \([0-9]+s ago\)$"
 	[ "$(pane | grep -Ec '^ +[0-3] +(job [0-9]+|idle|busy) +\[')" -eq 4 ]
 	[ "$(pane | grep -Ec '^ +[1-3] +idle ')" -eq 3 ]
 	# Finished: gone from the view, the card idle again.
@@ -136,6 +136,50 @@ restored() {
 	restored
 }
 
+# cards_at: the time of the cards of nodes/local.json, local time as top
+# shows it ("14:02:11").
+cards_at() {
+	date -d "@$(json 'd["gpus_at_ms"] // 1000' < "$T/spool/nodes/local.json")" +%H:%M:%S
+}
+
+@test "top: when the cards were read (cards as of TIME), and stale once older than gpu_refresh_seconds and a query's deadline" {
+	start_daemon
+	start_top
+	wait_for 10 '[ -e "$T/spool/nodes/local.json" ]'
+	# The reading time is nodes/local.json's, live.
+	wait_for 10 'pane | grep -Eqx "local  up, 4 cards as of $(cards_at) \([0-9]+s ago\)"'
+	"${TM[@]}" send-keys -t t q
+	wait_for 10 'pane | grep -q "^top-exit=0$"'
+	restored
+	stop_daemon
+	# The daemon gone, the cards read 2 minutes ago: older than the
+	# default gpu_refresh_seconds (30) and a query's 15 s, so stale, and
+	# yellow on a terminal.
+	python3 - "$T/spool/nodes/local.json" <<-'EOF'
+		import json, os, sys, time
+		d = json.load(open(sys.argv[1]))
+		d["gpus_at_ms"] = int(time.time() * 1000) - 120000
+		json.dump(d, open(sys.argv[1] + ".new", "w"))
+		os.rename(sys.argv[1] + ".new", sys.argv[1])
+	EOF
+	at=$(cards_at)
+	run --separate-stderr cardbaton-top --config "$C"
+	[ "$status" -eq 0 ]
+	printf '%s\n' "$output" | grep -Eqx "local  up, 4 cards as of $at \(2m0[0-9]s ago, stale\)"
+	[[ $output != *"$ESC"* ]]
+	run script -qec "cardbaton-top --once --config '$C'" /dev/null
+	[[ $output == *"${ESC}[33mlocal  up, 4 cards as of $at (2m0"?"s ago, stale)"* ]]
+	# With gpu_refresh_seconds: 600 the same reading is not stale yet;
+	# with 0 (the daemon reads them only while jobs wait), the default's
+	# bound holds.
+	printf 'spool: ./spool\ngpu_refresh_seconds: 600\nnodes:\n  local:\n    local: true\n' > "$C"
+	run --separate-stderr cardbaton-top --config "$C"
+	printf '%s\n' "$output" | grep -Eqx "local  up, 4 cards as of $at \(2m0[0-9]s ago\)"
+	printf 'spool: ./spool\ngpu_refresh_seconds: 0\nnodes:\n  local:\n    local: true\n' > "$C"
+	run --separate-stderr cardbaton-top --config "$C"
+	[[ $output == *"s ago, stale)"* ]]
+}
+
 @test "top: a drained node and an unreachable one show as such, live" {
 	printf 'spool: ./spool\nssh_command: [false]\nnodes:\n  local:\n    local: true\n  far:\n    ssh: far\n' > "$C"
 	start_daemon
@@ -196,7 +240,7 @@ restored() {
 	run --separate-stderr cardbaton-top --config "$C"
 	[ "$status" -eq 0 ]
 	[[ $output == *$'\nRUNNING  0 jobs\nQUEUED  1 job\n'* ]]
-	[[ $output == *$'\nlocal  up, 4 cards, read '*$' ago\n'* ]]
+	[[ $output == *$'\nlocal  up, 4 cards as of '*$' ago)\n'* ]]
 	[ "$(printf '%s\n' "$output" | grep -Ec '^ +[0-3] +idle +\[\.\.\.\.\.\.\.\.\.\.\] 0/81920 MiB +\[\.\.\.\.\.\.\.\.\.\.\] +0% +0 +NVIDIA')" -eq 4 ]
 	[[ $output != *"$ESC"* ]]
 	# Lines cut to 80 columns, or $COLUMNS.

@@ -165,6 +165,7 @@ static void test_defaults(void)
 	if (c.nssh_command == 1)
 		CHECK_STR(c.ssh_command[0], "ssh");
 	CHECK(c.reserve_after_seconds == DEFAULT_RESERVE_AFTER);
+	CHECK(c.gpu_refresh_seconds == DEFAULT_GPU_REFRESH && DEFAULT_GPU_REFRESH == 30);
 	CHECK(!c.preempt && c.preempt_min_runtime == DEFAULT_MIN_RUNTIME);
 	CHECK(c.on_finish == NULL && c.non_finish == 0);
 	CHECK(c.nnodes == 1 && c.nodes[0].local && c.nodes[0].idle_mib == DEFAULT_IDLE_MIB);
@@ -173,6 +174,12 @@ static void test_defaults(void)
 
 	CHECK(parse_in("reserve_after_seconds: 0\nnodes: {w: {local: TRUE, idle_mib: 0}}\n", "/d", &c) == 0);
 	CHECK(c.reserve_after_seconds == 0 && c.nodes[0].idle_mib == 0 && c.nodes[0].local == 1);
+	config_free(&c);
+	CHECK(parse_in("gpu_refresh_seconds: 0\nnodes: {w: {local: true}}\n", "/d", &c) == 0);
+	CHECK(c.gpu_refresh_seconds == 0);
+	config_free(&c);
+	CHECK(parse_in("gpu_refresh_seconds: 86400\nnodes: {w: {local: true}}\n", "/d", &c) == 0);
+	CHECK(c.gpu_refresh_seconds == 86400);
 	config_free(&c);
 	CHECK(parse_in("preemption: {enabled: true, min_runtime_seconds: 0}\nnodes: {w: {local: true}}\n",
 		       "/d", &c) == 0);
@@ -223,6 +230,14 @@ static void test_errors(void)
 		  "config.yaml:4: nodes.w: duplicate key");
 	CHECK_STR(bad("reserve_after_seconds: -5\nnodes: {w: {local: true}}\n"),
 		  "config.yaml:1: reserve_after_seconds: must be between 0 and 315360000");
+	CHECK_STR(bad("nodes: {w: {local: true}}\ngpu_refresh_seconds: -1\n"),
+		  "config.yaml:2: gpu_refresh_seconds: must be between 0 and 86400");
+	CHECK_STR(bad("gpu_refresh_seconds: 86401\nnodes: {w: {local: true}}\n"),
+		  "config.yaml:1: gpu_refresh_seconds: must be between 0 and 86400");
+	CHECK_STR(bad("gpu_refresh_seconds: 30s\nnodes: {w: {local: true}}\n"),
+		  "config.yaml:1: gpu_refresh_seconds: must be an integer");
+	CHECK_STR(bad("gpu_refresh_seconds: [30]\nnodes: {w: {local: true}}\n"),
+		  "config.yaml:1: gpu_refresh_seconds: must be an integer");
 	CHECK_STR(bad("nodes: {w: {local: true, max_jobs_per_gpu: 0}}\n"),
 		  "config.yaml:1: nodes.w.max_jobs_per_gpu: must be between 1 and 64");
 	CHECK_STR(bad("preemption: yes\nnodes: {w: {local: true}}\n"),

@@ -49,7 +49,7 @@ static char *text_of(struct metrics *m)
 		{ 1, "GPU-1", "A100", 0, 81920, 0, 0, 1, NULL, 0, NULL, 0 },
 	};
 	struct node_status ns[2] = {
-		{ "n1", 1, NULL, T0, 0, cards, 2, T0 },
+		{ "n1", 1, NULL, T0, 0, cards, 2, T0 + 5500 },
 		{ "n\"2", 0, "down", T0, 1, NULL, 0, 0 },
 	};
 	struct metrics_now now = { 3, 1, 1, 2, { 1, 2, 0 }, ns, 2 };
@@ -127,6 +127,9 @@ static void test_steps(void)
 	      1024.0 * 1048576);
 	CHECK(value(t, "cardbaton_gpu_utilization_ratio{node=\"n1\",gpu=\"0\",uuid=\"GPU-0\"}") == 0.5);
 	CHECK(value(t, "cardbaton_daemon_start_time_seconds") == T0 / 1000);
+	/* When the cards were read (whole seconds); a node never read: none. */
+	CHECK(value(t, "cardbaton_node_gpus_timestamp_seconds{node=\"n1\"}") == T0 / 1000 + 5);
+	CHECK(value(t, "cardbaton_node_gpus_timestamp_seconds{node=\"n\\\"2\"}") == -1);
 
 	/* A restart: a new daemon reads the file back; one more success. */
 	{
