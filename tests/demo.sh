@@ -11,7 +11,15 @@ export PATH=$build:$PATH
 mkdir -p "$HOME"
 cd "$tmp"
 
-say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# The headings in bold only on a terminal, and never with NO_COLOR set
+# and not empty (https://no-color.org), as the tools decide (bin/top.c,
+# status.c, gpus.c use_colour): piped or logged, plain text.
+if [ -t 1 ] && [ -z "${NO_COLOR:-}" ]; then
+	bold=$'\033[1m' plain=$'\033[0m'
+else
+	bold= plain=
+fi
+say() { printf '\n%s== %s%s\n' "$bold" "$*" "$plain"; }
 
 if nvidia-smi -L >/dev/null 2>&1; then
 	say "real GPUs found: using nvidia-smi"
