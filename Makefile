@@ -168,12 +168,12 @@ SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stack
 # once, and work that needs only the CPU beside them, balanced by the
 # suites' times in CI (bats --timing), in three lanes:
 #   crash:  the sanitizer build (niced), then at once the crash-point
-#           walk (crash.bats: runs of its own on a local node, as many
-#           at a time as the CPUs the load leaves when it starts, 2 to
-#           4 -- tests/crash-walk CRASH_WALK_JOBS; six at a time on
-#           CI's two cores left timed steps, unstage and the baton
-#           giving up, unreached); it starts while the plain pass still
-#           runs, in the time the suites spend waiting;
+#           walk (crash.bats: runs of its own on a local node, two
+#           per CPU at a time, at most four -- tests/crash-walk
+#           CRASH_WALK_JOBS; six at a time on CI's two cores left timed
+#           steps, unstage and the baton giving up, unreached, and two
+#           make the walk some 20 minutes there); it starts while the
+#           plain pass still runs, in the time the suites spend waiting;
 #   1. the plain pass (unit tests, most suites) | a second lane of
 #      suites (the seeded fault run, the Slurm harness, daemon.bats,
 #      device.bats, ssh.bats), then the fuzz smoke (niced);
