@@ -76,7 +76,8 @@ static int spec_add_job(struct wire_rec *w, const struct job *j, const struct at
 		       def->set & JF_GRACE ? def->checkpoint_grace_seconds : (long long)DEFAULT_GRACE);
 	r |= wire_addf(w, "resumable", "%d", def->resume_command ? 1 : 0);
 	if (def->share)
-		r |= wire_add(w, "share", "1") | wire_addf(w, "memory", "%lld", def->gpu_memory_mib);
+		r |= wire_add(w, "share", "1") | wire_addf(w, "memory", "%lld", def->gpu_memory_mib) |
+		     wire_addf(w, "max_jobs_per_gpu", "%lld", nc->max_jobs_per_gpu);
 	/* Staged: the node starts it when these attempts end (the baton). */
 	for (size_t i = 0; a->state == AS_STAGED && i < a->nstaged_after; i++)
 		r |= wire_add(w, "after", a->staged_after[i]);
@@ -209,11 +210,12 @@ static void follow(struct daemon *d, struct job *j, enum job_state from, enum jo
 		re->started = j->started;
 		/* A staged attempt that started holds its cards: the snapshot
 		 * (which may show them free since their holder ended) says
-		 * so, as for a launch, until the next query. */
-		if (re->staged && ev == EV_STARTED)
-			leases_taken(&d->nodes[re->node], re->cards, re->ncards, re);
-		if (re->staged)
+		 * so, as for a launch. */
+		if (re->staged) {
 			r_unstaged(re);         /* it started, or is over */
+			if (ev == EV_STARTED)
+				leases_taken(&d->nodes[re->node], re);
+		}
 		/* A job that runs now is one a waiting job may be staged after. */
 		d->dirty |= ev == EV_STARTED && d->nq;
 	}
@@ -373,12 +375,20 @@ out:
 	return r;
 }
 
-void note_waiting(struct daemon *d, struct qent *e, const char *why)
+/* E waits, and its record says WHY: it never fits, or (FULL) the card
+ * it could share is full (plan.h).  Once per queue entry: no read per
+ * pass. */
+void note_waiting(struct daemon *d, struct qent *e, const char *why, int full)
 {
 	struct ev_arg a = { .why = why };
+	long long id = e->id;
 
-	/* Once per queue entry: no read per pass. */
-	if (!e->never_noted && job_step(d, e->id, EV_WAIT, &a) == 1 && (e = q_find(d, e->id)))
+	if ((full ? e->full_noted : e->never_noted) || job_step(d, id, EV_WAIT, &a) != 1 ||
+	    !(e = q_find(d, id)))
+		return;
+	if (full)
+		e->full_noted = 1;
+	else
 		e->never_noted = 1;
 }
 

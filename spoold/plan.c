@@ -136,6 +136,51 @@ static int share_ok(const struct pass *p, const struct plan_job *j, size_t k, si
 	       g->mem_total - g->mem_used - p->shmem[c] >= j->mem;
 }
 
+/* The sharers of card slot I of node K when it is full of them (as
+ * many as the node's max_jobs_per_gpu, counting this pass's), else 0. */
+static size_t share_full(const struct pass *p, size_t k, size_t i)
+{
+	const struct plan_node *n = &p->in->nodes[k];
+	const struct gpu_info *g = &n->gpus[i];
+	size_t c = p->base[k] + i, holders = g->nshares + p->nsh[c];
+
+	if (g->lease || (p->card[c] & (TAKEN | HELD)) || p->staged[c] || !holders ||
+	    (long long)holders < n->conf->max_jobs_per_gpu)
+		return 0;
+	return holders;
+}
+
+/* Sharing job J, not placed: "GPU I of NODE: shared by N jobs,
+ * max_jobs_per_gpu M" for the first card it might have joined but for
+ * the count of its sharers (plan.h), into *WHY; NULL when none.  -1 on
+ * out of memory. */
+static int full_card(const struct pass *p, const struct plan_job *j, char **why)
+{
+	*why = NULL;
+	for (size_t k = 0; k < p->in->nnodes; k++) {
+		const struct plan_node *n = &p->in->nodes[k];
+
+		if (!may_use(j, n) || !open_node(n) || !usable(n))
+			continue;
+		for (size_t i = 0; i < n->ngpus; i++) {
+			const struct gpu_info *g = &n->gpus[i];
+			long long kept = kept_for(p, k, g->index);
+			int pinned = !j->ngpus;
+			size_t h;
+
+			for (size_t x = 0; x < j->ngpus; x++)
+				pinned |= j->gpus[x] == g->index;
+			if (!pinned || !gpu_eligible(n->conf, g->index) || !big_enough(j, g) ||
+			    (kept && kept != j->id) || !(h = share_full(p, k, i)))
+				continue;
+			*why = xasprintf("GPU %d of %s: shared by %zu job%s, max_jobs_per_gpu %lld", g->index,
+					 n->conf->name, h, h == 1 ? "" : "s", n->conf->max_jobs_per_gpu);
+			return *why ? 0 : -1;
+		}
+	}
+	return 0;
+}
+
 /* Does run R come after job J in dispatch order (priority, then ID)? */
 static int later(const struct pass *p, size_t r, const struct plan_job *j)
 {
@@ -759,10 +804,11 @@ int plan(const struct plan_in *in, long long now, struct plan_out *out)
 	out->hold = malloc((p.ncards + 1) * sizeof *out->hold);
 	out->place = malloc((in->njobs + 1) * sizeof *out->place);
 	out->why = malloc((in->njobs + 1) * sizeof *out->why);
+	out->full = malloc((in->njobs + 1) * sizeof *out->full);
 	if (!p.card || !p.base || !p.placed || !p.running || !p.victim || !p.freed || !p.scratch || !p.nsh ||
 	    !p.shmem || !p.staged || !p.unstage || !p.cand || !p.holder || !out->stage || !out->scards ||
 	    !out->unstage || !out->cards ||
-	    !out->hold || !out->place || !out->why || !out->preempt || !out->victims || !out->pcards)
+	    !out->hold || !out->place || !out->why || !out->full || !out->preempt || !out->victims || !out->pcards)
 		goto oom;
 	for (size_t g = 0; g < in->ngroups; g++)
 		p.running[g] = in->groups[g].running;
@@ -821,6 +867,12 @@ int plan(const struct plan_in *in, long long now, struct plan_out *out)
 			p.cand[j] = 2;
 			continue;
 		}
+		if (job->share) {
+			if (full_card(&p, job, &why) < 0)
+				goto oom;
+			if (why)
+				out->full[out->nfull++] = (struct plan_why){ .job = j, .text = why };
+		}
 		if (in->preempt) {
 			size_t before = out->npreempt;
 
@@ -865,6 +917,9 @@ void plan_free(struct plan_out *out)
 {
 	for (size_t i = 0; i < out->nwhy; i++)
 		free(out->why[i].text);
+	for (size_t i = 0; i < out->nfull; i++)
+		free(out->full[i].text);
+	free(out->full);
 	free(out->place);
 	free(out->stage);
 	free(out->scards);

@@ -54,6 +54,14 @@
  *     it may use, or every card of the usable node it may use with the
  *     most free cards (the first such); later jobs are not placed on
  *     held cards, so they collect until it fits (no starvation).
+ *   - A sharing job may join a card other sharing jobs hold (share_ok):
+ *     fewer than the node's max_jobs_per_gpu hold it, counting those
+ *     running (the snapshot's sharers) and those this pass placed
+ *     there, their declared memory and its own within the card's total,
+ *     and the card's free memory (less what this pass placed) at least
+ *     its own.  One that is not placed, on a node it may use that has
+ *     such a card but for the count, says so (FULL: "GPU 1 of NODE:
+ *     shared by N jobs, max_jobs_per_gpu N", the first such card).
  *   - A card kept for a job (`resv`) is free for that job only.
  *   - Preemption (`preempt`): a GPU job that is not placed, keeps no
  *     card yet, and is not held back as above, may preempt jobs running
@@ -232,6 +240,9 @@ struct plan_out {
 	size_t npcards;
 	struct plan_why *why;
 	size_t nwhy;
+	struct plan_why *full;          /* sharing jobs left waiting for a card whose
+					   sharers are at max_jobs_per_gpu: which */
+	size_t nfull;
 	struct plan_hold *hold;
 	size_t nhold;
 	int waiting;                    /* GPU jobs wait: read the cards again soon */

@@ -259,28 +259,26 @@ int r_add(struct daemon *d, const struct job *j, const char *aid, size_t node, i
 	e->ask = NULL;
 	e->redo = NULL;
 	e->nredo = 0;
-	if (a && a->state == AS_STAGED) {
-		e->staged = 1;
-		if (!(e->ask = qent_from_job(j, "staged")) ||
-		    !(e->cards = malloc((a->ngpus + 1) * sizeof *e->cards))) {
-			r_unstaged(e);
-			free(e->aid);
-			return -1;
-		}
+	if ((a && a->ngpus && !(e->cards = malloc(a->ngpus * sizeof *e->cards))) ||
+	    (a && a->state == AS_STAGED && !(e->ask = qent_from_job(j, "staged")))) {
+		rent_free(e);
+		return -1;
+	}
+	if (a && a->ngpus) {
 		memcpy(e->cards, a->gpus, a->ngpus * sizeof *e->cards);
 		e->ncards = a->ngpus;
 	}
+	e->staged = a && a->state == AS_STAGED;
 	d->nr++;
 	return 0;
 }
 
+/* A staged attempt started (its CARDS are now those it leases), or is
+ * over. */
 void r_unstaged(struct rent *e)
 {
 	qent_free(e->ask);
-	free(e->cards);
 	e->ask = NULL;
-	e->cards = NULL;
-	e->ncards = 0;
 	e->staged = 0;
 }
 
@@ -288,6 +286,7 @@ void r_unstaged(struct rent *e)
 void rent_free(struct rent *e)
 {
 	r_unstaged(e);
+	free(e->cards);
 	for (size_t i = 0; i < e->nredo; i++)
 		free(e->redo[i]);
 	free(e->redo);

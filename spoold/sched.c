@@ -213,6 +213,10 @@ void query_done(struct daemon *d, struct node *n, int status)
 	ended_clear(n);
 	n->fresh = 1;
 	n->fresh_at = mono_now();
+	/* ... and the leases of ours it may have been read before. */
+	for (size_t r = 0; r < d->nr; r++)
+		if (d->r[r].node == slot)
+			leases_taken(n, &d->r[r]);
 	n->view_at = now_ms();
 	node_view_due(n);
 	d->dirty = 1;
@@ -404,31 +408,46 @@ static struct plan_in plan_input(struct daemon *d, struct plan_job *jobs,
 				 .reserve_after_seconds = d->cfg.reserve_after_seconds };
 }
 
-/* Launch what the plan placed, in its order. */
+/* Does card G show AID among its sharers? */
+static int shared_by(const struct gpu_info *g, const char *aid)
+{
+	for (size_t s = 0; s < g->nshares; s++)
+		if (!strcmp(g->shares[s], aid))
+			return 1;
+	return 0;
+}
+
 /*
- * The cards just launched on are leased by the attempt in N's snapshot,
- * as the node will show them: a handoff pass before the next query
- * (another attempt there ends) places nothing on them.  The worker's
- * check under the leases is the truth: a card that was not free after
- * all answers busy, and the node gets a fresh query (launch_answered).
+ * The cards E's attempt leases show leased by it in N's snapshot, as
+ * the node will show them: a handoff pass before the next query
+ * (another attempt there ends) places nothing on them.  So does a
+ * query's answer (query_done): the worker runs a launch and a query
+ * each in a child of its own, and one read before the launch took its
+ * leases would show a card free, or a shared card with room, that is
+ * not -- a third sharer on a card of two (issue 32).  Until the node
+ * says the attempt ended (cards_freed), its cards are its.  A card
+ * that shows another holder keeps it: the launch will find it busy.
+ * The worker's check under the leases is the truth: a card that was
+ * not free after all answers busy, and the node gets a fresh query
+ * (launch_answered).
  */
-void leases_taken(struct node *n, const int *cards, size_t ncards, const struct rent *e)
+void leases_taken(struct node *n, const struct rent *e)
 {
 	node_view_due(n);
-	for (size_t c = 0; e && c < ncards; c++) {
-		long s = plan_slot(n->gpus, n->ngpus, cards[c]);
+	for (size_t c = 0; e && !e->staged && c < e->ncards; c++) {
+		long s = plan_slot(n->gpus, n->ngpus, e->cards[c]);
 		struct gpu_info *g = s >= 0 ? &n->gpus[s] : NULL;
-		char *aid, **v = NULL;
+		char *aid = NULL, **v = NULL;
 
+		if (g && (e->share ? shared_by(g, e->aid) : g->lease != NULL))
+			continue;
 		if (!g || !(aid = strdup(e->aid)) ||
 		    (e->share && !(v = realloc(g->shares, (g->nshares + 1) * sizeof *v)))) {
-			if (g && v == NULL && e->share)
-				free(aid);
+			free(aid);
 			n->fresh = 0;   /* cannot be shown: ask the node */
 			continue;
 		}
 		if (!e->share) {
-			free(g->lease);
 			g->lease = aid;
 			continue;
 		}
@@ -438,6 +457,8 @@ void leases_taken(struct node *n, const int *cards, size_t ncards, const struct 
 		g->mem_used += e->mem;
 	}
 }
+
+/* Launch what the plan placed, in its order. */
 
 static void launch_all(struct daemon *d, const struct plan_in *in, const struct plan_out *out,
 		       unsigned char *launched)
@@ -458,7 +479,7 @@ static void launch_all(struct daemon *d, const struct plan_in *in, const struct 
 			continue;
 		}
 		if (launch(d, e, pl->node, pl->cards, pl->ncards, NULL, 0, NULL) == 0) {
-			leases_taken(n, pl->cards, pl->ncards, r_find(d, in->jobs[pl->job].id));
+			leases_taken(n, r_find(d, in->jobs[pl->job].id));
 			cards_taken(d, in->jobs[pl->job].id);
 		}
 		launched[pl->node] = 1;
@@ -605,7 +626,9 @@ int schedule(struct daemon *d)
 		goto out;
 	/* Before any launch: d->q is still the plan's list of jobs. */
 	for (size_t w = 0; w < out.nwhy; w++)
-		note_waiting(d, d->q[out.why[w].job], out.why[w].text);
+		note_waiting(d, d->q[out.why[w].job], out.why[w].text, 0);
+	for (size_t w = 0; w < out.nfull; w++)
+		note_waiting(d, d->q[out.full[w].job], out.full[w].text, 1);
 	launch_all(d, &in, &out, launched);
 	preempt_all(d, &in, &out);
 	stage_all(d, &in, &out);

@@ -118,6 +118,7 @@ struct qent {
 	size_t ngpus;
 	char *node;                     /* pinned (or checkpoint) node, or NULL */
 	int never_noted;                /* its "can never fit" reason is on disk */
+	int full_noted;                 /* ... or that the card it could share is full */
 	int held;                       /* `hold` */
 	long long begin;                /* wall ms, or 0 */
 	long long *after, *after_any;   /* its dependencies (deps.c) */
@@ -150,11 +151,14 @@ struct rent {
 					   unstage AID) */
 	char *cancel;                   /* its cancel request in ctl/, kept (and
 					   sent again) until the attempt ends */
-	/* Staged (the baton): the attempt waits on its node for CARDS'
-	 * holders to end; ASK is what the job asks, as the queue has it
-	 * (the plan's look for a better placement); UNSTAGING: the node was
-	 * asked to give it back (through PAUSE); REDO: requests (hold,
-	 * promote) applied once it is back in the queue. */
+	/* CARDS: the cards its attempt leases (its record's), which every
+	 * snapshot of its node shows leased by it until it ends (sched.c
+	 * leases_taken); a staged one's, those it waits for.  Staged (the
+	 * baton): the attempt waits on its node for CARDS' holders to end;
+	 * ASK is what the job asks, as the queue has it (the plan's look
+	 * for a better placement); UNSTAGING: the node was asked to give
+	 * it back (through PAUSE); REDO: requests (hold, promote) applied
+	 * once it is back in the queue. */
 	int staged;
 	int *cards;
 	size_t ncards;
@@ -257,10 +261,12 @@ int r_add(struct daemon *d, const struct job *j, const char *aid, size_t node, i
 void r_remove(struct daemon *d, struct rent *e);
 /* What E holds (not its calls: acall_free them first). */
 void rent_free(struct rent *e);
-/* sched.c: CARDS of N are leased by E's attempt in N's snapshot (it
- * was just launched there, or a staged one started). */
-void leases_taken(struct node *n, const int *cards, size_t ncards, const struct rent *e);
-/* E has started (or is over): what it kept as a staged attempt goes. */
+/* sched.c: E's CARDS show leased by its attempt in N's snapshot (it
+ * was just launched there, a staged one started, or a query answered
+ * without them). */
+void leases_taken(struct node *n, const struct rent *e);
+/* E has started (or is over): what it kept as a staged attempt goes
+ * (its CARDS stay: those it leases). */
 void r_unstaged(struct rent *e);
 
 /* accept.c: submissions into the queue */
@@ -280,7 +286,7 @@ int apply_ctl(struct daemon *d, const char *name);
 void cancel_after_attempt(struct daemon *d, long long id, const char *req);
 /* E cannot be placed for a reason worth showing: its record's reason
  * becomes "waiting: WHY" (written only when it changes). */
-void note_waiting(struct daemon *d, struct qent *e, const char *why);
+void note_waiting(struct daemon *d, struct qent *e, const char *why, int full);
 /* Launch E on NODE's cards GPUS, or, with NAFTER attempts AFTER (the
  * baton), stage it there to start when they end (WHY: its reason). */
 int launch(struct daemon *d, struct qent *e, size_t node, const int *gpus, size_t ngpus,

@@ -52,6 +52,8 @@ struct spec {
 	int resumable;
 	int share;              /* its cards shared with other sharing jobs (LOCK_SH) */
 	long long memory;       /* MiB it declares per card (sharing: must be free) */
+	long long max_share;    /* sharing: at most this many sharers on a card
+				   (the node's max_jobs_per_gpu; default 1) */
 	const char *checkpoint;
 	const char *nodelist;   /* Slurm: the host to run on (a resume), or NULL */
 	const char **after;     /* a staged launch: the attempts whose end starts

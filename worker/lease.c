@@ -99,6 +99,46 @@ int shared_holders(const struct wk_state *st, const char *uuid, const char *id, 
 	return found;
 }
 
+/*
+ * Sharing card I: the attempt's mark, leases/UUID+ID, locked, and then
+ * the sharers counted under the (shared) lease -- this one with them at
+ * most the spec's max_jobs_per_gpu, or the attempt is busy.  The mark is
+ * made locked under a name no reader looks at (.UUID+ID) and renamed
+ * into place, so a reader's probe (shared_holders) never finds it
+ * unlocked, nor makes its lock fail.  Whoever locks its mark last
+ * counts all the others' (issue 32: two controllers on one node never
+ * put more than N sharers on a card); two at once may both give way.
+ * 0, 1 with *reason, -1 with errno.
+ */
+static int take_mark(struct launch *l, size_t i, char **reason)
+{
+	char *tmp = xasprintf(".%s+%s", l->uuid[i], l->sp->id), *m = mark_name(l->uuid[i], l->sp->id);
+	size_t idlen = strlen(l->sp->id);
+	int r = -1, others;
+
+	if (tmp && m && lock_at(l->st->leasefd, tmp, LOCK_EX, 1, &l->mark[i]) == 1) {
+		if (pwrite(l->mark[i], l->sp->id, idlen, 0) == (ssize_t)idlen &&
+		    renameat(l->st->leasefd, tmp, l->st->leasefd, m) == 0)
+			r = 0;
+		else {
+			unlinkat(l->st->leasefd, tmp, 0);
+			close(l->mark[i]);
+			l->mark[i] = -1;
+		}
+	}
+	free(tmp);
+	free(m);
+	if (r < 0)
+		return -1;
+	if ((others = shared_holders(l->st, l->uuid[i], l->sp->id, NULL, NULL)) < 0)
+		return -1;
+	if (others + 1 <= l->sp->max_share)
+		return 0;
+	*reason = xasprintf("GPU %lld (%s): shared by %d job%s, max_jobs_per_gpu %lld", l->sp->gpu[i],
+			    l->uuid[i], others, others == 1 ? "" : "s", l->sp->max_share);
+	return *reason ? 1 : -1;
+}
+
 /* Step 3: every requested card exists, and its UUID (which names its
  * lease).  0, or 1 with *reason (malloc'd); -1 on out of memory. */
 static int card_uuids(struct launch *l, const struct nv_info *info, char **reason)
@@ -190,12 +230,8 @@ static int take_leases(struct launch *l, char **reason)
 		}
 		l->lease[i] = fd;
 		if (l->sp->share) {
-			char *m = mark_name(l->uuid[i], l->sp->id);
-
-			r = m ? lock_at(l->st->leasefd, m, LOCK_EX, 1, &l->mark[i]) : -1;
-			free(m);
-			if (r != 1 || pwrite(l->mark[i], l->sp->id, idlen, 0) != (ssize_t)idlen)
-				return -1;
+			if ((r = take_mark(l, i, reason)) != 0)
+				return r;
 			continue;
 		}
 		if (ftruncate(fd, 0) < 0 || pwrite(fd, l->sp->id, idlen, 0) != (ssize_t)idlen ||

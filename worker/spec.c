@@ -154,24 +154,25 @@ int spec_check(struct spec *sp, char **why)
 		sp->argv = NULL;
 	}
 	{
-		static const struct { const char *key; long long def, max; } nums[] = {
-			{ "idle_mib", 64, 1LL << 40 },
-			{ "timeout", 0, 100LL * 366 * 86400 },
-			{ "grace", 60, 100LL * 366 * 86400 },
-			{ "resumable", 0, 1 },
-			{ "share", 0, 1 },
-			{ "memory", 0, 1LL << 40 },
+		static const struct { const char *key; long long def, min, max; } nums[] = {
+			{ "idle_mib", 64, 0, 1LL << 40 },
+			{ "timeout", 0, 0, 100LL * 366 * 86400 },
+			{ "grace", 60, 0, 100LL * 366 * 86400 },
+			{ "resumable", 0, 0, 1 },
+			{ "share", 0, 0, 1 },
+			{ "memory", 0, 0, 1LL << 40 },
+			{ "max_jobs_per_gpu", 1, 1, 1LL << 20 },
 		};
 		long long share = 0;
 		long long *dst[] = { &sp->idle_mib, &sp->timeout, &sp->grace, NULL, &share,
-				     &sp->memory };
+				     &sp->memory, &sp->max_share };
 
 		for (i = 0; i < sizeof nums / sizeof nums[0]; i++) {
 			v = nums[i].def;
 			if (wire_get(r, nums[i].key) &&
-			    (wire_get_ll(r, nums[i].key, &v) < 0 || v < 0 || v > nums[i].max)) {
-				*why = xasprintf("%s must be an integer from 0 to %lld",
-						   nums[i].key, nums[i].max);
+			    (wire_get_ll(r, nums[i].key, &v) < 0 || v < nums[i].min || v > nums[i].max)) {
+				*why = xasprintf("%s must be an integer from %lld to %lld", nums[i].key,
+						 nums[i].min, nums[i].max);
 				return -1;
 			}
 			if (dst[i])

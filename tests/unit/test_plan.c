@@ -792,6 +792,61 @@ static void test_share(void)
 	PLAN(NOW, "1@a:1", "");
 }
 
+/* Issue 32: K sharing jobs, one pass, one card that may take sharers
+ * (the other runs a process from outside), N = max_jobs_per_gpu: at
+ * most N are placed there, their declared memory within the card's,
+ * with room for J already running on it; the others wait, each with a
+ * reason that names the card's limit. */
+static void test_share_cap(void)
+{
+	for (long long n = 1; n <= 4; n++)
+		for (size_t k = 1; k <= 6; k++)
+			for (size_t r = 0; r < 2 && (long long)r < n; r++) {
+				size_t on = 0, want = (size_t)n - r < k ? (size_t)n - r : k;
+				long long mem = 0;
+
+				setup(1, 2, "a0");
+				conf[0].max_jobs_per_gpu = n;
+				gpu[0][1].shares = shares0;
+				gpu[0][1].nshares = r;
+				gpu[0][1].procs = (int)r;
+				runs[0] = (struct plan_run){ .id = 60, .aid = share_aid[0], .share = 1,
+							     .mem = 10000, .started = LONG_AGO };
+				gpu[0][1].mem_used = 10000 * (long long)r;
+				in.runs = runs;
+				in.nruns = r;
+				for (size_t i = 0; i < k; i++)
+					sharer(10000);
+				CHECK(run(NOW) == 0);
+				for (size_t p = 0; p < out.nplace; p++) {
+					CHECK(out.place[p].ncards == 1 && out.place[p].cards[0] == 1);
+					on++;
+					mem += job[out.place[p].job].mem;
+				}
+				CHECK(on == want);
+				CHECK(mem + 10000 * (long long)r <= gpu[0][1].mem_total);
+				CHECK(out.waiting == (k > want));
+				/* Each job left waiting says why: the card is full. */
+				CHECK(out.nfull == k - want);
+				for (size_t w = 0; w < out.nfull; w++) {
+					char b[128];
+
+					snprintf(b, sizeof b, "GPU 1 of a: shared by %lld job%s, max_jobs_per_gpu %lld",
+						 n, n == 1 ? "" : "s", n);
+					CHECK(out.full[w].job >= want);
+					CHECK_STR(out.full[w].text, b);
+				}
+			}
+	/* The memory sum: four of 30,000 MiB on an 80 GiB card, N = 4:
+	 * two fit; the others wait for memory, not the count (no reason). */
+	setup(1, 1, "");
+	conf[0].max_jobs_per_gpu = 4;
+	for (int i = 0; i < 4; i++)
+		sharer(30000);
+	PLAN(NOW, "1@a:0 2@a:0", "");
+	CHECK(out.nfull == 0);
+}
+
 /* Memory: a job with `mem` only on cards with that much in all (an
  * unknown total is not enough); one no card can hold says so and holds
  * nothing; a starving one holds only cards big enough. */
@@ -1223,6 +1278,7 @@ int main(void)
 	test_memory();
 	test_preempt();
 	test_share();
+	test_share_cap();
 	test_slurm();
 	test_baton();
 	plan_free(&out);
