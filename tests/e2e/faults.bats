@@ -62,6 +62,26 @@ need_hosts() {
 	[ "$(grep -c '^end 0000abcd-8-0 ' "$T/effects/8")" -eq 1 ]
 }
 
+@test "the sharing jobs' card locks see a third sharer of two, and an exclusive job beside a sharer" {
+	mkdir -p "$T/effects" "$T/cards"
+	for a in 1 2; do
+		CARDBATON_ATTEMPT_ID=0000abcd-$a-0 CUDA_VISIBLE_DEVICES=GPU-a \
+			bash "$CB_TOP/tests/soak/job.sh" "$T" 3 0 share 2 3>&- &
+	done
+	wait_for 10 '[ "$(grep -c "^start " "$T"/effects/* | awk -F: "{s += \$2} END {print s}")" = 2 ]'
+	wait_for 10 '[ "$(pgrep -f "sleep 3" | wc -l)" -ge 2 ]'
+	[ ! -e "$T/violations" ]
+	run env CARDBATON_ATTEMPT_ID=0000abcd-3-0 CUDA_VISIBLE_DEVICES=GPU-a \
+		bash "$CB_TOP/tests/soak/job.sh" "$T" 0 0 share 2
+	[ "$status" -eq 0 ]
+	grep -q '^OVERSHARE GPU-a 0000abcd-3-0 ' "$T/violations"
+	not grep -q '^DOUBLE' "$T/violations"
+	run env CARDBATON_ATTEMPT_ID=0000abcd-4-0 CUDA_VISIBLE_DEVICES=GPU-a \
+		bash "$CB_TOP/tests/soak/job.sh" "$T" 0 0
+	grep -q '^DOUBLE GPU-a 0000abcd-4-0 ' "$T/violations"
+	wait
+}
+
 @test "the checker reports a job run twice, a false loss and a double booking" {
 	d=$T/run
 	mkdir -p "$d/effects" "$d/faults" "$d/spool/done"

@@ -41,8 +41,12 @@ effects/JOBID, violations) and what the driver did (plan, faults/).
       - was not run again: the job has at most one start (3.).
  5. No card held by two jobs at once: no DOUBLE line in `violations`
     (each job takes a non-blocking flock per card in
-    CUDA_VISIBLE_DEVICES and holds it while it runs); and no job ever got
-    a busy or excluded card (host2 card 1, host3 cards 0, 6, 7).
+    CUDA_VISIBLE_DEVICES and holds it while it runs; a sharing job a
+    shared one, so no exclusive job is ever beside a sharer), no
+    OVERSHARE line (a sharer takes one of max_jobs_per_gpu slots a
+    card: never more sharers at once), both counted as double-booked;
+    and no job ever got a busy or excluded card (host2 card 1, host3
+    cards 0, 6, 7).
  6. The nodes agree with the spool: every attempt with a state file on
     a host is an attempt of some record; an attempt the record calls
     `aborted` has no state file (the worker answered busy and left no
@@ -227,6 +231,9 @@ def main():
         if p and p[0] == "DOUBLE":
             doubles.append(l)
             v.append(f"card double-booked: {l}")
+        elif p and p[0] == "OVERSHARE":
+            doubles.append(l)
+            v.append(f"card shared by more jobs than max_jobs_per_gpu: {l}")
         elif l:
             v.append(f"violations: {l}")
 

@@ -14,6 +14,12 @@
 #                   held: another live job had the same card, i.e. the
 #                   card was booked twice.  Nothing else writes it.
 #
+#   (with a 4th argument share and a 5th N, the job shares its cards:
+#   its flock on cards/UUID is a shared one, which an exclusive job's
+#   fails on and the other way round (DOUBLE); and it takes one of N
+#   slots cards/UUID.sK, "OVERSHARE UUID AID MS" when none is free:
+#   more than N sharers on the card at once)
+#
 #   (with a 4th argument ck, the job is resumable: it polls its pause
 #   file; asked, it saves the time it has left, appends "pause AID MS"
 #   and exits 75; resumed, it runs what was left)
@@ -34,12 +40,22 @@ printf 'start %s %s %s %s %s\n' "$aid" "${CARDBATON_HOST:-?}" "${CUDA_VISIBLE_DE
 	"$$" "$(now)" >> "$soak/effects/$job"
 
 IFS=, read -ra cards <<< "${CUDA_VISIBLE_DEVICES:-}"
+how=
+[ "${4:-}" = share ] && how=-s
 for u in "${cards[@]}"; do
 	case $u in GPU-*) ;; *) continue ;; esac
 	exec {fd}>>"$soak/cards/$u"
-	if ! flock -n "$fd"; then
+	if ! flock -n $how "$fd"; then
 		printf 'DOUBLE %s %s %s\n' "$u" "$aid" "$(now)" >> "$soak/violations"
 	fi
+	[ "${4:-}" = share ] || continue
+	slot=
+	for ((k = 0; k < ${5:?share needs N}; k++)); do
+		exec {sfd}>>"$soak/cards/$u.s$k"
+		if flock -n "$sfd"; then slot=$k; break; fi
+		exec {sfd}>&-
+	done
+	[ -n "$slot" ] || printf 'OVERSHARE %s %s %s\n' "$u" "$aid" "$(now)" >> "$soak/violations"
 done
 
 if [ "${4:-}" = ck ]; then
