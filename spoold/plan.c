@@ -136,6 +136,15 @@ static int share_ok(const struct pass *p, const struct plan_job *j, size_t k, si
 	       g->mem_total - g->mem_used - p->shmem[c] >= j->mem;
 }
 
+/* May J have card INDEX: it pins none, or that one among them? */
+static int pinned_to(const struct plan_job *j, int index)
+{
+	for (size_t x = 0; x < j->ngpus; x++)
+		if (j->gpus[x] == index)
+			return 1;
+	return !j->ngpus;
+}
+
 /* The sharers of card slot I of node K when it is full of them (as
  * many as the node's max_jobs_per_gpu, counting this pass's), else 0. */
 static size_t share_full(const struct pass *p, size_t k, size_t i)
@@ -165,12 +174,9 @@ static int full_card(const struct pass *p, const struct plan_job *j, char **why)
 		for (size_t i = 0; i < n->ngpus; i++) {
 			const struct gpu_info *g = &n->gpus[i];
 			long long kept = kept_for(p, k, g->index);
-			int pinned = !j->ngpus;
 			size_t h;
 
-			for (size_t x = 0; x < j->ngpus; x++)
-				pinned |= j->gpus[x] == g->index;
-			if (!pinned || !gpu_eligible(n->conf, g->index) || !big_enough(j, g) ||
+			if (!pinned_to(j, g->index) || !gpu_eligible(n->conf, g->index) || !big_enough(j, g) ||
 			    (kept && kept != j->id) || !(h = share_full(p, k, i)))
 				continue;
 			*why = xasprintf("GPU %d of %s: shared by %zu job%s, max_jobs_per_gpu %lld", g->index,
@@ -650,11 +656,9 @@ static size_t stage(struct pass *p, size_t j)
 		if (!n->stage || !may_use(job, n) || !open_node(n) || !n->known || !room(p, k))
 			continue;
 		for (size_t i = 0; i < n->ngpus && got < (size_t)job->need; i++) {
-			int pinned = !job->ngpus, ok;
+			int ok;
 
-			for (size_t g = 0; g < job->ngpus; g++)
-				pinned |= job->gpus[g] == n->gpus[i].index;
-			if (!pinned || !(ok = stage_ok(p, job, k, i)))
+			if (!pinned_to(job, n->gpus[i].index) || !(ok = stage_ok(p, job, k, i)))
 				continue;
 			conflict |= ok >= 2;
 			at[got++] = i;

@@ -213,8 +213,9 @@ void query_done(struct daemon *d, struct node *n, int status)
 	ended_clear(n);
 	n->fresh = 1;
 	n->fresh_at = mono_now();
-	/* ... and the leases of ours it may have been read before. */
-	for (size_t r = 0; r < d->nr; r++)
+	/* ... and the leases of ours it may have been read before (a
+	 * Slurm node's cards are Slurm's to count: sinfo). */
+	for (size_t r = 0; !n->conf->slurm_partition && r < d->nr; r++)
 		if (d->r[r].node == slot)
 			leases_taken(n, &d->r[r]);
 	n->view_at = now_ms();
