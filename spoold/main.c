@@ -48,26 +48,7 @@
 
 #define TMP_MAX_AGE (36 * 3600)
 
-static const char *prog = "cardbaton-spoold";
-
-void logmsg(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "%s: ", prog);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
-long long mono_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+static const char *prog = DAEMON_PROG;
 
 /* Shipping the worker to a node takes a while: say so on a terminal
  * (the tools say it the same way). */
@@ -90,12 +71,6 @@ static void die_err(struct cb_err *err)
 }
 
 /* ---- start-up recovery (LAYOUT.md §9) -------------------------------- */
-
-const char *stray_kind(const struct stat *st)
-{
-	return S_ISLNK(st->st_mode) ? "is a symbolic link (not followed)" :
-	       S_ISDIR(st->st_mode) ? "is a directory" : "is not a regular file";
-}
 
 /* Does the temp file NAME (".PID.…", atomic_write and batch.c) belong
  * to a process that is gone?  A writer that crashed left it; one still
@@ -309,14 +284,6 @@ static void dedupe(struct daemon *d)
 	for (size_t i = 0; i < nv; i++)
 		free(v[i].name);
 	free(v);
-}
-
-size_t node_index(const struct daemon *d, const char *name)
-{
-	for (size_t k = 0; k < d->nnodes; k++)
-		if (!strcmp(d->nodes[k].conf->name, name))
-			return k;
-	return d->nnodes;
 }
 
 static void load_records(struct daemon *d)

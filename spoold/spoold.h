@@ -241,12 +241,16 @@ struct effect {
 	char *aid, *name;
 };
 
-/* main.c */
+/* util.c: used by every file; calls nothing of the daemon's */
+#define DAEMON_PROG "cardbaton-spoold"
+/* "cardbaton-spoold: " + the line, on stderr. */
 void logmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 long long mono_now(void);
 struct stat;
 /* What a stray entry of the spool is, in words ("is a directory"). */
 const char *stray_kind(const struct stat *st);
+/* The index in d->nodes of the node called NAME, or d->nnodes. */
+size_t node_index(const struct daemon *d, const char *name);
 
 /* queue.c: the in-memory queue */
 int q_insert(struct daemon *d, struct qent *e);
@@ -311,8 +315,6 @@ void drain_read(struct daemon *d);
 int apply_attempt(struct daemon *d, struct rent *e, const struct wire_rec *w);
 int reconcile_node(struct daemon *d, size_t node);
 void reconcile_done(struct daemon *d, size_t node, int status);
-/* The index in d->nodes of the node called NAME, or d->nnodes (main.c). */
-size_t node_index(const struct daemon *d, const char *name);
 void node_failed(struct daemon *d, size_t node, const char *why);
 void node_ok(struct daemon *d, size_t node);
 /* nodes/NAME.json: N's view is due (its reachability or cards changed);
