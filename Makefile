@@ -137,10 +137,11 @@ $(B)/tests/unit/test_ckjson.o: worker/json.c worker/json.h
 # daemon's planner (spoold/plan.c) is a pure function.
 $(B)/tests/test_plan: $(B)/spoold/plan.o
 $(B)/tests/test_table: $(B)/spoold/table.o
+$(B)/tests/test_depidx: $(B)/spoold/depidx.o
 $(B)/tests/test_metrics: $(B)/spoold/metrics.o
 # ... and the tools' aligned columns (bin/common.c).
 $(B)/tests/test_tablecols: $(B)/bin/common.o
-# ... and the worker's objects but its main (worker/slurm.c's sinfo reader).
+# ... and the worker's objects but its main (worker/slurm.c's sinfo and squeue readers).
 $(B)/tests/test_slurm: $(filter-out $(B)/worker/main.o,$(WORKER_SRC:%.c=$(B)/%.o))
 
 $(B)/tests/%: $(B)/tests/unit/%.o $(LIB)

@@ -237,6 +237,8 @@ static void follow(struct daemon *d, struct job *j, enum job_state from, enum jo
 		enqueue(d, j);
 	if (written && job_state_final(j->state) && !job_state_final(from))
 		deps_ended(d, j->id, j->state);
+	else if (written && j->state == JS_PAUSED && from != JS_PAUSED)
+		deps_paused(d, j->id);
 	if (re && running_state(from) && !running_state(j->state)) {
 		/* The node's word that it ended hands its cards over; a
 		 * launch that found them busy takes its leases back. */

@@ -5,6 +5,8 @@
  * ID ascending: the byte order of their queued/ names) plus a hash by
  * ID.  Insertion is a binary search and a memmove, so accepting 100,000
  * jobs costs memory moves, not rescans.  Running jobs: a small array.
+ * Queued jobs with dependencies are also indexed by the jobs they list
+ * (deps.c deps_queued, deps_unqueued).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -109,13 +111,15 @@ int q_insert(struct daemon *d, struct qent *e)
 		d->q = q;
 		d->capq = cap;
 	}
+	/* Indexed by the jobs it waits for; deps.c looks at it before the
+	 * next pass. */
+	if (deps_queued(d, e) < 0)
+		return -1;
 	pos = q_pos(d, e);
 	memmove(d->q + pos + 1, d->q + pos, (d->nq - pos) * sizeof *d->q);
 	d->q[pos] = e;
 	d->nq++;
 	h_put(d, e);
-	if (e->blocked)
-		d->deps_due = 1;        /* deps.c looks at it before the next pass */
 	return 0;
 }
 
@@ -131,6 +135,7 @@ void q_remove(struct daemon *d, struct qent *e)
 	memmove(d->q + pos, d->q + pos + 1, (d->nq - pos - 1) * sizeof *d->q);
 	d->nq--;
 	h_del(d, e);
+	deps_unqueued(d, e);
 }
 
 int q_reposition(struct daemon *d, struct qent *e)
@@ -200,6 +205,7 @@ void qent_free(struct qent *e)
 	free(e->node);
 	free(e->after);
 	free(e->after_any);
+	free(e->links);
 	free(e);
 }
 

@@ -12,6 +12,7 @@
 #include "metrics.h"
 #include "node.h"
 #include "table.h"
+#include "depidx.h"
 
 /* Timers (ms).  Documented in AGENTS.md and cardbaton-spoold(1). */
 #define RECONCILE_MS 5000       /* ask each node about its running attempts */
@@ -126,6 +127,9 @@ struct qent {
 	int blocked;                    /* one has not ended as it must */
 	long long waits_for;            /* the job its reason names, or 0 */
 	unsigned long dep_gen;          /* d->dep_gen when last looked at */
+	struct dep_link *links;         /* in d->waiters, one per job listed (deps.c) */
+	int dep_due;                    /* in d->dep_due (or the pass's): a look is due */
+	int dep_unsure;                 /* in d->unsure: looked at again at every end */
 	long long group, group_max;     /* its array's first ID and limit, when it has one */
 };
 
@@ -185,11 +189,23 @@ struct daemon {
 	long long next_reconcile, next_poll;    /* mono ms, 0 = none */
 	long long next_begin;           /* mono ms: a queued job's begin comes, or 0 */
 	/* Dependencies (deps.c): the final states seen, by job ID; a
-	 * count bumped by every job's end; a look at the queue due. */
+	 * count bumped by every job's end; a look at the queue due.  The
+	 * queued jobs by the jobs they list; those due for a look, and
+	 * the pass's own while one runs (at CURSOR, begun at PASS_GEN);
+	 * those whose dependencies only a record can tell of; SCAN: memory
+	 * ran out for these once, so from then on each pass also looks at
+	 * every queued job not looked at since the last end, as before. */
 	struct ended *ended;
 	size_t ecap, eused;
 	unsigned long dep_gen;
 	int deps_due;
+	struct depidx waiters;
+	struct dep_heap dep_due, *dep_pass;
+	struct dep_key dep_cursor;
+	unsigned long dep_pass_gen;
+	long long *unsure;
+	size_t nunsure, capunsure;
+	int dep_scan;
 	/* The spool could not be written for a temporary reason (full
 	 * disk, read-only): every change waits in place (jobs.c
 	 * write_failed) and is retried from stall_retry_at on. */
@@ -352,6 +368,13 @@ void effect_run(struct daemon *d, const struct effect *ef);
 void deps_pass(struct daemon *d);
 /* Job ID has reached final state S (jobs.c follow). */
 void deps_ended(struct daemon *d, long long id, enum job_state s);
+/* Job ID went to paused/ (jobs.c follow): out of the daemon's memory. */
+void deps_paused(struct daemon *d, long long id);
+/* E joins the queue (q_insert): indexed by the jobs it lists, a look
+ * due.  0, or -1 out of memory (nothing changed). */
+int deps_queued(struct daemon *d, struct qent *e);
+/* E, queued, leaves the queue (q_remove). */
+void deps_unqueued(struct daemon *d, struct qent *e);
 void deps_free(struct daemon *d);
 
 /* sched.c */

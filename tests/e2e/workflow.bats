@@ -73,6 +73,38 @@ final() {
 	[ "$(reason "$z")" = "dependency $y ended cancelled" ]
 }
 
+@test "a dependant of a paused job whose record is then removed by hand is cancelled at the next end, naming it" {
+	# Paused, the job is known by its record only: its dependants are
+	# looked at again at every end, whether they were looked at while it
+	# ran or after it was paused.
+	cat > "$T/pz.sh" <<-'SH'
+		until [ -e "$SSHGPU_PAUSE_FILE" ]; do sleep 0.02; done
+		echo 1 > "$1"
+		printf '{"checkpoint": "%s"}\n' "$1" > "$SSHGPU_CHECKPOINT_READY.tmp"
+		mv "$SSHGPU_CHECKPOINT_READY.tmp" "$SSHGPU_CHECKPOINT_READY"
+		exit 75
+	SH
+	start_daemon
+	p=$(sub --resume-command true -- sh "$T/pz.sh" "$T/pz.ck")
+	before=$(sub --after "$p" -- touch "$T/before.ran")
+	wait_for 10 '[ "$(state "$p")" = running ]'
+	wait_for 10 '[ "$(reason "$before")" = "waiting for job $p" ]'
+	cardbaton-pause --config "$C" "$p"
+	wait_for 10 '[ "$(state "$p")" = paused ]'
+	after=$(sub --after-any "$p" -- touch "$T/after.ran")
+	wait_for 10 '[ "$(reason "$after")" = "waiting for job $p" ]'
+	rm "$T/spool/paused/$(printf %010d "$p").job"
+	other=$(sub -- true)
+	wait_for 10 final "$before"
+	[ "$(state "$before")" = cancelled ]
+	[ "$(reason "$before")" = "dependency $p ended without a record" ]
+	# after_any: a job with no record counts as ended.
+	wait_for 10 final "$after"
+	[ "$(state "$after")" = succeeded ]
+	[ ! -e "$T/before.ran" ] && [ -e "$T/after.ran" ]
+	wait_for 10 final "$other"
+}
+
 @test "a job being accepted while a submit looks for it is found: 200 submits each --after the one before, the daemon accepting meanwhile" {
 	start_daemon
 	prev=$(sub --gpu-count 0 -- true)
