@@ -5,7 +5,8 @@
  * two non-blocking pipes: what it is given on its standard input goes
  * out through a write buffer as the pipe takes it, and its standard
  * output is collected until it ends.  The main loop polls both
- * (acall_pollfd) and hands the end to the slot's handler.  Every call
+ * (acall_pollfd), and links.c hands the end to the slot's handler: this
+ * file calls nothing of the daemon's but the helpers (util.c).  Every call
  * has a deadline at which it is killed.  The slots: per node `query`
  * (cardbaton-worker gpus: the card snapshot) and `check` (status ID...:
  * the reconcile); per running job `call` (a launch when the node's
@@ -275,9 +276,9 @@ void acall_free(struct acall *a)
 	sbuf_free(&a->wbuf);
 }
 
-/* ---- every node link, for the main loop ------------------------------ */
+/* ---- the main loop's poll set (links.c, hooks.c, main.c) -------------- */
 
-static int add_fds(struct pollset *ps, size_t want)
+int pollset_room(struct pollset *ps, size_t want)
 {
 	if (ps->n + want > ps->cap) {
 		size_t cap = (ps->n + want) * 2;
@@ -295,8 +296,7 @@ static int add_fds(struct pollset *ps, size_t want)
 	return 0;
 }
 
-/* Append the N descriptors just written at ps->p + ps->n, all KIND's. */
-static void add_who(struct pollset *ps, size_t n, int kind, size_t node, long long job)
+void pollset_who(struct pollset *ps, size_t n, int kind, size_t node, long long job)
 {
 	for (size_t i = 0; i < n; i++)
 		ps->who[ps->n++] = (struct pollwho){ kind, node, job };
@@ -304,129 +304,9 @@ static void add_who(struct pollset *ps, size_t n, int kind, size_t node, long lo
 
 int pollset_add(struct pollset *ps, int fd, int kind)
 {
-	if (add_fds(ps, 1) < 0)
+	if (pollset_room(ps, 1) < 0)
 		return -1;
 	ps->p[ps->n] = (struct pollfd){ fd, POLLIN, 0 };
-	add_who(ps, 1, kind, 0, 0);
+	pollset_who(ps, 1, kind, 0, 0);
 	return 0;
-}
-
-size_t links_pollfds(struct daemon *d, struct pollset *ps)
-{
-	size_t calls = 0, n;
-
-	for (size_t k = 0; k < d->nnodes; k++) {
-		struct node *nd = &d->nodes[k];
-
-		if (add_fds(ps, 8) < 0)
-			return calls;
-		n = stream_pollfd(nd, ps->p + ps->n);
-		add_who(ps, n, PW_STREAM, k, 0);
-		n = acall_pollfd(&nd->query, ps->p + ps->n);
-		add_who(ps, n, PW_QUERY, k, 0);
-		calls += n > 0;
-		n = acall_pollfd(&nd->check, ps->p + ps->n);
-		add_who(ps, n, PW_CHECK, k, 0);
-		calls += n > 0;
-	}
-	for (size_t i = 0; i < d->nr; i++) {
-		struct rent *e = &d->r[i];
-
-		if (e->call.pid <= 0 && e->pause.pid <= 0)
-			continue;
-		if (add_fds(ps, 6) < 0)
-			return calls;
-		n = acall_pollfd(&e->call, ps->p + ps->n);
-		add_who(ps, n, PW_LAUNCH, e->node, e->id);
-		calls += n > 0;
-		n = acall_pollfd(&e->pause, ps->p + ps->n);
-		add_who(ps, n, PW_PAUSE, e->node, e->id);
-		calls += n > 0;
-	}
-	return calls;
-}
-
-/* The node's answer to a launch run as the worker (acall_read said it ended). */
-static void launch_call_done(struct daemon *d, struct rent *e, int status)
-{
-	struct node_reply rep = { status, e->call.buf.s, e->call.buf.len, e->call.ebuf.s };
-
-	e->call.buf = (struct sbuf){ 0 };
-	e->call.ebuf = (struct sbuf){ 0 };
-	launch_answered(d, e, &rep);
-	node_reply_free(&rep);
-}
-
-void links_events(struct daemon *d, const struct pollset *ps, size_t from)
-{
-	for (size_t i = from; i < ps->n; i++) {
-		const struct pollwho *w = &ps->who[i];
-		struct node *n = &d->nodes[w->node];
-		struct rent *e;
-		int status;
-
-		if (!ps->p[i].revents)
-			continue;
-		switch (w->kind) {
-		case PW_STREAM:
-			stream_events(d, w->node);
-			break;
-		case PW_QUERY:
-			if (acall_read(&n->query, &status))
-				query_done(d, n, status);
-			break;
-		case PW_CHECK:
-			if (acall_read(&n->check, &status))
-				reconcile_done(d, w->node, status);
-			break;
-		case PW_LAUNCH:
-			if ((e = r_find(d, w->job)) && acall_read(&e->call, &status))
-				launch_call_done(d, e, status);
-			break;
-		case PW_PAUSE:
-			if ((e = r_find(d, w->job)) && acall_read(&e->pause, &status)) {
-				if (e->unstaging)
-					unstage_answered(d, e, status);
-				else
-					pause_answered(d, e, status);
-			}
-			break;
-		}
-	}
-}
-
-static void due(const struct acall *a, long long *next)
-{
-	if (a->pid > 0 && a->deadline < *next)
-		*next = a->deadline;
-}
-
-void links_timers(struct daemon *d, long long now, long long *next)
-{
-	for (size_t k = 0; k < d->nnodes; k++) {
-		struct node *n = &d->nodes[k];
-
-		if (acall_expired(&n->query))
-			node_failed(d, k, "no answer to a GPU query within the deadline");
-		if (acall_expired(&n->check))
-			node_failed(d, k, "no answer to a status query within the deadline");
-		due(&n->query, next);
-		due(&n->check, next);
-	}
-	for (size_t i = 0; i < d->nr; i++) {
-		struct rent *e = &d->r[i];
-
-		/* Launching still: the reconcile sends it again. */
-		if (acall_expired(&e->call))
-			node_failed(d, e->node, "no answer to a launch within the deadline");
-		if (acall_expired(&e->pause)) {
-			logmsg("job %lld: %s: no answer from node %s within the deadline", e->id,
-			       e->unstaging ? "unstage" : "pause", d->nodes[e->node].conf->name);
-			e->unstaging = 0;       /* asked again by a later pass */
-		}
-		due(&e->call, next);
-		due(&e->pause, next);
-	}
-	if (!d->once)
-		stream_timers(d, now, next);
 }

@@ -224,23 +224,6 @@ out:
 	return r;
 }
 
-const char *read_problem(int e)
-{
-	switch (e) {
-	case ELOOP:
-		return "is a symbolic link";
-	case EISDIR:
-		return "is a directory";
-	case EINVAL:
-	case ENXIO:     /* a socket */
-		return "is not a regular file";
-	case EFBIG:
-		return "is larger than 1 MiB";
-	default:
-		return strerror(e);
-	}
-}
-
 static void reject(struct daemon *d, const char *in, long long seq, const char *orig,
 		   const char *why)
 {

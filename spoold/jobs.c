@@ -101,41 +101,6 @@ static int load_running(struct daemon *d, long long id, struct job *j, char **na
 	return 0;
 }
 
-/*
- * A spool write failed.  A temporary failure (EX_TEMPFAIL_: full disk,
- * quota, read-only spool) stalls the daemon (LAYOUT.md §9): one log
- * line for the whole episode, nothing launched, and every change waits
- * where it is -- the file in new/ or incoming/, the request in ctl/,
- * the record in running/ (the node keeps the attempt's final state) --
- * until main.c's probe finds the spool writable and catches up.
- */
-void write_failed(struct daemon *d, int ex, const char *msg)
-{
-	if (ex != EX_TEMPFAIL_) {
-		logmsg("%s", msg ? msg : "out of memory");
-		return;
-	}
-	if (!d->stall_said)
-		logmsg("cannot write the spool (%s): changes wait in place and are retried "
-		       "until it can be written", msg ? msg : "?");
-	d->stall_said = 1;
-	d->stalled = 1;
-	d->stalls++;
-	d->stall_retry_at = mono_now() + STALL_RETRY_MS;
-}
-
-/* A spool write succeeded: the end of a stall, if there was one and
- * the probe has passed (stall_retry).  A write into a spare file
- * (batch.c) can succeed on a full disk and ends nothing. */
-void write_ok(struct daemon *d)
-{
-	if (d->stalled)
-		return;
-	if (d->stall_said)
-		logmsg("the spool can be written again; catching up");
-	d->stall_said = 0;
-}
-
 /* J, just written into queued/, joins the in-memory queue. */
 static int enqueue(struct daemon *d, const struct job *j)
 {
@@ -589,14 +554,6 @@ void reconcile_done(struct daemon *d, size_t node, int status)
 	}
 }
 
-/* nodes/NAME.json (LAYOUT.md §1), for status, top and metrics: due
- * when the node's reachability or its card snapshot changed, written
- * at the end of the loop turn by node_views_flush (below). */
-void node_view_due(struct node *n)
-{
-	n->view_due = 1;
-}
-
 int node_status_of(struct daemon *d, const struct node *n, struct node_status *ns)
 {
 	*ns = (struct node_status){ (char *)n->conf->name, n->reachable, n->error, n->since,
@@ -684,52 +641,6 @@ void node_views_flush(struct daemon *d)
 		n->view = text;
 		n->view_due = 0;
 		n->recorded = 1;
-	}
-}
-
-void node_failed(struct daemon *d, size_t node, const char *why)
-{
-	struct node *n = &d->nodes[node];
-	size_t len = strcspn(why, "\n");
-
-	int changed = n->reachable || !n->error || strncmp(n->error, why, len) || n->error[len];
-
-	if (changed)
-		logmsg("node %s unreachable: %.*s", n->conf->name, (int)len, why);
-	n->reachable = 0;
-	free(n->error);
-	n->error = strndup(why, len);
-	if (changed) {
-		n->since = now_ms();
-		node_view_due(n);
-	}
-	n->backoff = n->backoff ? n->backoff * 2 : BACKOFF_MIN_MS;
-	if (n->backoff > BACKOFF_MAX_MS)
-		n->backoff = BACKOFF_MAX_MS;
-	n->retry_at = mono_now() + n->backoff;
-	n->fresh = n->handoff = 0;
-}
-
-void node_ok(struct daemon *d, size_t node)
-{
-	struct node *n = &d->nodes[node];
-
-	int changed = !n->reachable || !n->recorded;
-
-	if (!n->reachable) {
-		logmsg("node %s reachable", n->conf->name);
-		n->since = now_ms();
-	}
-	n->reachable = 1;
-	n->worker_seen = 1;     /* whatever answered was the worker */
-	free(n->error);
-	n->error = NULL;
-	n->backoff = 0;
-	n->retry_at = 0;
-	if (changed) {
-		if (!n->since)
-			n->since = now_ms();
-		node_view_due(n);
 	}
 }
 

@@ -674,7 +674,7 @@ static int setup_nodes(struct daemon *d)
  * what top shows of the cards are not older than that while the queue
  * is idle.  While GPU jobs wait the passes ask every GPU_POLL_MS and
  * this adds nothing, but for a node they leave alone (every card leased
- * by this spool's attempts, sched.c wants_query): its running jobs'
+ * by this spool's attempts, cards.c wants_query): its running jobs'
  * memory and utilisation are read too, the leases as they are.  A node
  * never asked yet is asked at once; an unreachable one no sooner than
  * its back-off allows.  The query is query_refresh's, answered as

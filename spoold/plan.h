@@ -116,10 +116,10 @@ struct plan_node {
 	size_t ngpus;
 	int reachable;
 	int known;              /* a snapshot has been read: GPUS is one */
-	int fresh;              /* trusted (sched.c is_fresh): a query answered
+	int fresh;              /* trusted (cards.c is_fresh): a query answered
 				   less than GPU_POLL_MS ago, nothing doubtful since */
 	int handoff;            /* an attempt there has just ended: its cards
-				   are marked free in GPUS (sched.c cards_freed) */
+				   are marked free in GPUS (cards.c cards_freed) */
 	int drained;            /* nothing new is placed here (drain.h) */
 	int stage;              /* takes staged attempts (its stream said `stage 1`) */
 	/* A Slurm node (conf->slurm_partition): at most MAX_JOBS of our

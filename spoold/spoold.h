@@ -156,7 +156,7 @@ struct rent {
 	char *cancel;                   /* its cancel request in ctl/, kept (and
 					   sent again) until the attempt ends */
 	/* CARDS: the cards its attempt leases (its record's), which every
-	 * snapshot of its node shows leased by it until it ends (sched.c
+	 * snapshot of its node shows leased by it until it ends (cards.c
 	 * leases_taken); a staged one's, those it waits for.  Staged (the
 	 * baton): the attempt waits on its node for CARDS' holders to end;
 	 * ASK is what the job asks, as the queue has it (the plan's look
@@ -267,6 +267,20 @@ struct stat;
 const char *stray_kind(const struct stat *st);
 /* The index in d->nodes of the node called NAME, or d->nnodes. */
 size_t node_index(const struct daemon *d, const char *name);
+/* The node did not answer (WHY: its line, logged when it changes; the
+ * retry backs off), or it did. */
+void node_failed(struct daemon *d, size_t node, const char *why);
+void node_ok(struct daemon *d, size_t node);
+/* nodes/NAME.json: N's view is due (its reachability or cards changed);
+ * every due one written at the end of the turn (jobs.c
+ * node_views_flush). */
+void node_view_due(struct node *n);
+/* Why a spool file could not be read (read_capped's errno), in words. */
+const char *read_problem(int e);
+/* A spool write failed (EX_TEMPFAIL_: the stall, LAYOUT.md section 9),
+ * or succeeded. */
+void write_failed(struct daemon *d, int ex, const char *msg);
+void write_ok(struct daemon *d);
 
 /* queue.c: the in-memory queue */
 int q_insert(struct daemon *d, struct qent *e);
@@ -281,7 +295,7 @@ int r_add(struct daemon *d, const struct job *j, const char *aid, size_t node, i
 void r_remove(struct daemon *d, struct rent *e);
 /* What E holds (not its calls: acall_free them first). */
 void rent_free(struct rent *e);
-/* sched.c: E's CARDS show leased by its attempt in N's snapshot (it
+/* cards.c: E's CARDS show leased by its attempt in N's snapshot (it
  * was just launched there, a staged one started, or a query answered
  * without them). */
 void leases_taken(struct node *n, const struct rent *e);
@@ -295,8 +309,6 @@ void r_unstaged(struct rent *e);
 #define ACCEPT_BATCH 1024
 int accept_new(struct daemon *d, char *const *names, size_t n);
 int accept_incoming(struct daemon *d, char *const *names, size_t n);
-/* Why a spool file could not be read (read_capped's errno), in words. */
-const char *read_problem(int e);
 
 /* jobs.c: the transitions (job_step applies table.c's rows) */
 /* EV happens to job ID: 1 a row applied, 0 none (or not found), -1 the
@@ -331,11 +343,6 @@ void drain_read(struct daemon *d);
 int apply_attempt(struct daemon *d, struct rent *e, const struct wire_rec *w);
 int reconcile_node(struct daemon *d, size_t node);
 void reconcile_done(struct daemon *d, size_t node, int status);
-void node_failed(struct daemon *d, size_t node, const char *why);
-void node_ok(struct daemon *d, size_t node);
-/* nodes/NAME.json: N's view is due (its reachability or cards changed);
- * every due one written at the end of the turn (node_views_flush). */
-void node_view_due(struct node *n);
 void node_views_flush(struct daemon *d);
 /* N as nodes/NAME.json shows it (NS's strings are N's; its cards
  * malloc'd: node_status_of_free).  0, or -1: out of memory. */
@@ -345,8 +352,6 @@ void node_status_of_free(struct node_status *ns);
  * something changed (FORCE: now); the ms until the next look may be
  * due, for the loop's timeout (-1: none). */
 int metrics_flush(struct daemon *d, int force);
-void write_failed(struct daemon *d, int ex, const char *msg);
-void write_ok(struct daemon *d);
 
 /* turn.c: a turn's record writes, committed together (design at its top) */
 /* job_step's write: J's new record staged, FROM/FROM_NAME to be removed
@@ -377,9 +382,13 @@ int deps_queued(struct daemon *d, struct qent *e);
 void deps_unqueued(struct daemon *d, struct qent *e);
 void deps_free(struct daemon *d);
 
-/* sched.c */
+/* sched.c: one pass */
 int schedule(struct daemon *d);
+
+/* cards.c: the nodes' card snapshots */
 void query_start(struct daemon *d, struct node *n);
+/* Is a query of N of any use to the next pass (a card not ours alone)? */
+int wants_query(const struct daemon *d, const struct node *n);
 /* Ask N for its cards now, fresh or not (the idle refresh); 1 when a
  * query is in flight. */
 int query_refresh(struct daemon *d, struct node *n);
@@ -416,7 +425,11 @@ struct pollset {
 	size_t n, cap;
 };
 int pollset_add(struct pollset *ps, int fd, int kind);
-/* Append every link's descriptors; returns how many calls are in
+/* Room for WANT more descriptors (0, or -1: out of memory); then the N
+ * written at ps->p + ps->n, all KIND's (NODE's, JOB's). */
+int pollset_room(struct pollset *ps, size_t want);
+void pollset_who(struct pollset *ps, size_t n, int kind, size_t node, long long job);
+/* links.c.  Append every link's descriptors; returns how many calls are in
  * flight (the event streams not counted). */
 size_t links_pollfds(struct daemon *d, struct pollset *ps);
 /* Hand what poll found in PS (from index FROM on) to the handlers. */

@@ -1,0 +1,131 @@
+/*
+ * links.c - every link to the nodes, for the main loop: the event
+ * streams' and the calls' descriptors into its poll set, what poll
+ * found handed to each one's handler (a query's answer to query_done,
+ * a launch's to launch_answered, ...), and their deadlines.  The one
+ * place that knows which answer goes where: acall.c and stream.c below
+ * it only run the children and read them.
+ */
+#include <poll.h>
+
+#include "spoold.h"
+
+size_t links_pollfds(struct daemon *d, struct pollset *ps)
+{
+	size_t calls = 0, n;
+
+	for (size_t k = 0; k < d->nnodes; k++) {
+		struct node *nd = &d->nodes[k];
+
+		if (pollset_room(ps, 8) < 0)
+			return calls;
+		n = stream_pollfd(nd, ps->p + ps->n);
+		pollset_who(ps, n, PW_STREAM, k, 0);
+		n = acall_pollfd(&nd->query, ps->p + ps->n);
+		pollset_who(ps, n, PW_QUERY, k, 0);
+		calls += n > 0;
+		n = acall_pollfd(&nd->check, ps->p + ps->n);
+		pollset_who(ps, n, PW_CHECK, k, 0);
+		calls += n > 0;
+	}
+	for (size_t i = 0; i < d->nr; i++) {
+		struct rent *e = &d->r[i];
+
+		if (e->call.pid <= 0 && e->pause.pid <= 0)
+			continue;
+		if (pollset_room(ps, 6) < 0)
+			return calls;
+		n = acall_pollfd(&e->call, ps->p + ps->n);
+		pollset_who(ps, n, PW_LAUNCH, e->node, e->id);
+		calls += n > 0;
+		n = acall_pollfd(&e->pause, ps->p + ps->n);
+		pollset_who(ps, n, PW_PAUSE, e->node, e->id);
+		calls += n > 0;
+	}
+	return calls;
+}
+
+/* The node's answer to a launch run as the worker (acall_read said it ended). */
+static void launch_call_done(struct daemon *d, struct rent *e, int status)
+{
+	struct node_reply rep = { status, e->call.buf.s, e->call.buf.len, e->call.ebuf.s };
+
+	e->call.buf = (struct sbuf){ 0 };
+	e->call.ebuf = (struct sbuf){ 0 };
+	launch_answered(d, e, &rep);
+	node_reply_free(&rep);
+}
+
+void links_events(struct daemon *d, const struct pollset *ps, size_t from)
+{
+	for (size_t i = from; i < ps->n; i++) {
+		const struct pollwho *w = &ps->who[i];
+		struct node *n = &d->nodes[w->node];
+		struct rent *e;
+		int status;
+
+		if (!ps->p[i].revents)
+			continue;
+		switch (w->kind) {
+		case PW_STREAM:
+			stream_events(d, w->node);
+			break;
+		case PW_QUERY:
+			if (acall_read(&n->query, &status))
+				query_done(d, n, status);
+			break;
+		case PW_CHECK:
+			if (acall_read(&n->check, &status))
+				reconcile_done(d, w->node, status);
+			break;
+		case PW_LAUNCH:
+			if ((e = r_find(d, w->job)) && acall_read(&e->call, &status))
+				launch_call_done(d, e, status);
+			break;
+		case PW_PAUSE:
+			if ((e = r_find(d, w->job)) && acall_read(&e->pause, &status)) {
+				if (e->unstaging)
+					unstage_answered(d, e, status);
+				else
+					pause_answered(d, e, status);
+			}
+			break;
+		}
+	}
+}
+
+static void due(const struct acall *a, long long *next)
+{
+	if (a->pid > 0 && a->deadline < *next)
+		*next = a->deadline;
+}
+
+void links_timers(struct daemon *d, long long now, long long *next)
+{
+	for (size_t k = 0; k < d->nnodes; k++) {
+		struct node *n = &d->nodes[k];
+
+		if (acall_expired(&n->query))
+			node_failed(d, k, "no answer to a GPU query within the deadline");
+		if (acall_expired(&n->check))
+			node_failed(d, k, "no answer to a status query within the deadline");
+		due(&n->query, next);
+		due(&n->check, next);
+	}
+	for (size_t i = 0; i < d->nr; i++) {
+		struct rent *e = &d->r[i];
+
+		/* Launching still: the reconcile sends it again. */
+		if (acall_expired(&e->call))
+			node_failed(d, e->node, "no answer to a launch within the deadline");
+		if (acall_expired(&e->pause)) {
+			logmsg("job %lld: %s: no answer from node %s within the deadline", e->id,
+			       e->unstaging ? "unstage" : "pause", d->nodes[e->node].conf->name);
+			e->unstaging = 0;       /* asked again by a later pass */
+		}
+		due(&e->call, next);
+		due(&e->pause, next);
+	}
+	if (!d->once)
+		stream_timers(d, now, next);
+}
