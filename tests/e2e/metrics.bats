@@ -79,10 +79,13 @@ gate() { sub --gpu-count "${2:-1}" -- sh -c "while [ ! -e '$T/$1' ]; do sleep 0.
 	check
 	wait_for 10 '[ "$(json "d[\"gpus\"][1][\"memory_used_mib\"]" < "$T/spool/nodes/local.json")" = 2048 ]'
 	[ "$(json 'd["gpus"][1]["idle"]' < "$T/spool/nodes/local.json")" = False ]
-	# The gauge is the time of nodes/local.json's reading.
-	wait_for 10 '[ "$(val "$ts")" = "$(json "d[\"gpus_at_ms\"] // 1000" < "$T/spool/nodes/local.json")" ]'
 	# Still idle: no job was ever queued.
 	[ "$(val 'cardbaton_jobs{state="queued"}')" = 0 ]
+	# The gauge is the time of nodes/local.json's reading: both files
+	# are rewritten at every reading, each on its own beat, and a
+	# stopping daemon writes both of the last one.
+	stop_daemon
+	[ "$(val "$ts")" = "$(json 'd["gpus_at_ms"] // 1000' < "$T/spool/nodes/local.json")" ]
 }
 
 @test "the counters never go down across a restart, a kill -9 included" {
