@@ -839,7 +839,7 @@ exit "$CODE"'
 }
 
 @test "share: sharing attempts hold a card together (LOCK_SH and a mark each); an exclusive one is refused there, and a sharer beside an exclusive one; gpus lists every holder" {
-	launch attempt 7a-1 arg sleep arg 300 gpu 0 share 1 memory 20000
+	launch attempt 7a-1 arg sleep arg 300 gpu 0 share 1 memory 20000 max_jobs_per_gpu 2
 	[ "$status" -eq 0 ]
 	[ "$(field state <<< "$output")" = running ]
 	# The fake card shows the first sharer's memory and process.
@@ -848,8 +848,19 @@ exit "$CODE"'
 		"2, $U2, NVIDIA Fake A100, 0, 81920, 0" \
 		"3, $U3, NVIDIA Fake A100, 0, 81920, 0"
 	fake_apps "$U0, 4242, 20000"
+	# The spec's max_jobs_per_gpu: one sharer alone at 1 (the default).
 	launch attempt 7a-2 arg sleep arg 300 gpu 0 share 1 memory 20000
+	[ "$(field state <<< "$output")" = busy ]
+	[ "$(field reason <<< "$output")" = "GPU 0 ($U0): shared by 1 job, max_jobs_per_gpu 1" ]
+	launch attempt 7a-2 arg sleep arg 300 gpu 0 share 1 memory 20000 max_jobs_per_gpu 2
 	[ "$(field state <<< "$output")" = running ]
+	# A third: busy, whatever memory is free; no mark of it is left.
+	launch attempt 7a-9 arg true gpu 0 share 1 memory 1000 max_jobs_per_gpu 2
+	[ "$(field state <<< "$output")" = busy ]
+	[ "$(field reason <<< "$output")" = "GPU 0 ($U0): shared by 2 jobs, max_jobs_per_gpu 2" ]
+	[ ! -e "$STATE/leases/$U0+7a-9" ] && [ ! -e "$STATE/leases/.$U0+7a-9" ]
+	launch attempt 7a-10 arg true gpu 0 share 1 memory 1000 max_jobs_per_gpu 0
+	[ "$status" -ne 0 ]
 	run cardbaton-worker gpus
 	rec=$(gpu_rec 0 <<< "$output")
 	[ "$(field shared <<< "$rec")" = 1 ]
@@ -860,7 +871,7 @@ exit "$CODE"'
 	launch attempt 7a-3 arg true gpu 0
 	[ "$(field state <<< "$output")" = busy ]
 	# More than its free memory: busy.
-	launch attempt 7a-4 arg true gpu 0 share 1 memory 70000
+	launch attempt 7a-4 arg true gpu 0 share 1 memory 70000 max_jobs_per_gpu 3
 	[ "$(field state <<< "$output")" = busy ]
 	[[ "$(field reason <<< "$output")" == *"MiB free, 70000 wanted"* ]]
 	# A sharer on a card an exclusive attempt holds: refused.
