@@ -169,7 +169,11 @@ static char *last_line(const char *err)
 }
 
 /* Send the build NAME (cardbaton-worker-static, -dynamic): a temporary
- * file beside the target, checked to run (`version`), then a rename.
+ * file beside the target, checked to run (`version`), then linked into
+ * place -- never over a worker there already (another install at the
+ * same time, a stream's and a query's, got there first: replacing it
+ * would leave the watch it started running a deleted file), and renamed
+ * where the file system has no hard links.
  * 0; 1: it does not run there (-dynamic only: the caller tries the next
  * way); -1 with ERR set. */
 static int ship_build(const struct config *c, const struct node_conf *nc, const char *name,
@@ -192,7 +196,8 @@ static int ship_build(const struct config *c, const struct node_conf *nc, const 
 	    sbuf_addf(&cmd, "; t=\"$d/.tmp.$$\"; trap 'rm -f \"$t\"' EXIT; trap 'exit 1' HUP INT TERM PIPE; "
 		      "mkdir -p \"$d\" && cat > \"$t\" || { cat > /dev/null; exit 1; }; "
 		      "chmod 755 \"$t\" && { \"$t\" version > /dev/null 2>&1 || exit %d; } && "
-		      "mv -f \"$t\" \"$d/cardbaton-worker-%s\"", SHAR_CANNOT, WORKER_ID) < 0) {
+		      "f=\"$d/cardbaton-worker-%s\"; ln \"$t\" \"$f\" 2>/dev/null || [ -x \"$f\" ] || "
+		      "mv -f \"$t\" \"$f\"", SHAR_CANNOT, WORKER_ID) < 0) {
 		cb_err_sys(err, EX_OSERR_, "%s", nc->name);
 		goto out;
 	}

@@ -17,7 +17,8 @@
 #       ...): the controller reports it, as for the static build.
 # The binary is built in a temporary directory, copied to
 # $(dirname $dest)/.tmp.PID, checked to run (`version`) from there,
-# then renamed to $dest: never half a worker under its name.
+# then linked to $dest (never over one installed meanwhile; renamed
+# where there are no hard links): never half a worker under its name.
 set -eu
 out=$1
 shift
@@ -89,7 +90,9 @@ fi
 	"version "*) ;;
 	*) cannot "the worker built by ${CC:-cc} does not run" ;;
 	esac
-	mv -f "$t" "$dest" || exit 1
+	# Never over a worker installed meanwhile (link/ship.c ship_build).
+	ln "$t" "$dest" 2>/dev/null || [ -x "$dest" ] || mv -f "$t" "$dest" || exit 1
+	rm -f "$t"
 	t=
 	}
 	EOF
