@@ -4,7 +4,8 @@
  * query_done), trusted while fresh, and kept true between queries by
  * what the daemon knows itself -- a launch's leases (leases_taken), an
  * attempt's end (cards_freed, the handoff).  It calls nothing of the
- * daemon's but the node calls (acall.c) and the helpers (util.c).
+ * daemon's but the node calls (acall.c), the helpers (util.c) and
+ * plan.c's plan_slot.
  */
 #include <stdlib.h>
 #include <string.h>
