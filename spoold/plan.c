@@ -117,6 +117,19 @@ static long long shared_mem(const struct pass *p, const struct gpu_info *g)
 	return m;
 }
 
+/* The sharing jobs holding card slot I of node K, counting those this
+ * pass placed there; -1 when no sharer may join it at all (an exclusive
+ * lease, taken or held in this pass, waited for by a staged attempt). */
+static long long sharers(const struct pass *p, size_t k, size_t i)
+{
+	const struct gpu_info *g = &p->in->nodes[k].gpus[i];
+	size_t c = p->base[k] + i;
+
+	if (g->lease || (p->card[c] & (TAKEN | HELD)) || p->staged[c])
+		return -1;
+	return (long long)(g->nshares + p->nsh[c]);
+}
+
 /* May sharing job J join card slot I of node K (plan.h): shared by
  * fewer than the node's max_jobs_per_gpu queue jobs, all sharing; their
  * declared memory and J's within the card's total; its free memory at
@@ -125,13 +138,12 @@ static int share_ok(const struct pass *p, const struct plan_job *j, size_t k, si
 {
 	const struct plan_node *n = &p->in->nodes[k];
 	const struct gpu_info *g = &n->gpus[i];
-	size_t c = p->base[k] + i, holders = g->nshares + p->nsh[c];
+	size_t c = p->base[k] + i;
+	long long holders = sharers(p, k, i);
 
-	if (g->lease || (p->card[c] & (TAKEN | HELD)) || p->staged[c])
-		return 0;
-	if (!holders)
-		return gpu_idle(g, n->conf->idle_mib);
-	return (long long)holders < n->conf->max_jobs_per_gpu && g->mem_total >= 0 && g->mem_used >= 0 &&
+	if (holders <= 0)
+		return !holders && gpu_idle(g, n->conf->idle_mib);
+	return holders < n->conf->max_jobs_per_gpu && g->mem_total >= 0 && g->mem_used >= 0 &&
 	       shared_mem(p, g) + p->shmem[c] + j->mem <= g->mem_total &&
 	       g->mem_total - g->mem_used - p->shmem[c] >= j->mem;
 }
@@ -147,16 +159,11 @@ static int pinned_to(const struct plan_job *j, int index)
 
 /* The sharers of card slot I of node K when it is full of them (as
  * many as the node's max_jobs_per_gpu, counting this pass's), else 0. */
-static size_t share_full(const struct pass *p, size_t k, size_t i)
+static long long share_full(const struct pass *p, size_t k, size_t i)
 {
-	const struct plan_node *n = &p->in->nodes[k];
-	const struct gpu_info *g = &n->gpus[i];
-	size_t c = p->base[k] + i, holders = g->nshares + p->nsh[c];
+	long long holders = sharers(p, k, i);
 
-	if (g->lease || (p->card[c] & (TAKEN | HELD)) || p->staged[c] || !holders ||
-	    (long long)holders < n->conf->max_jobs_per_gpu)
-		return 0;
-	return holders;
+	return holders > 0 && holders >= p->in->nodes[k].conf->max_jobs_per_gpu ? holders : 0;
 }
 
 /* Sharing job J, not placed: "GPU I of NODE: shared by N jobs,
@@ -173,13 +180,12 @@ static int full_card(const struct pass *p, const struct plan_job *j, char **why)
 			continue;
 		for (size_t i = 0; i < n->ngpus; i++) {
 			const struct gpu_info *g = &n->gpus[i];
-			long long kept = kept_for(p, k, g->index);
-			size_t h;
+			long long kept = kept_for(p, k, g->index), h;
 
 			if (!pinned_to(j, g->index) || !gpu_eligible(n->conf, g->index) || !big_enough(j, g) ||
 			    (kept && kept != j->id) || !(h = share_full(p, k, i)))
 				continue;
-			*why = xasprintf("GPU %d of %s: shared by %zu job%s, max_jobs_per_gpu %lld", g->index,
+			*why = xasprintf("GPU %d of %s: shared by %lld job%s, max_jobs_per_gpu %lld", g->index,
 					 n->conf->name, h, h == 1 ? "" : "s", n->conf->max_jobs_per_gpu);
 			return *why ? 0 : -1;
 		}
