@@ -23,7 +23,7 @@ B       ?= build
 
 PKGS     = yaml-0.1 libcjson
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS)) -lm
 
 CC      ?= cc
 CFLAGS  ?= -O2 -g

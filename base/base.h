@@ -33,6 +33,7 @@ enum {
 	EX_OSERR_ = 71,         /* system error */
 	EX_IOERR_ = 74,
 	EX_TEMPFAIL_ = 75,      /* temporary failure, worth retrying; cards busy */
+	EX_NOPERM_ = 77,        /* a lab's spool: not this user's to do (lab.h) */
 	EX_CONFIG_ = 78,        /* configuration error */
 };
 

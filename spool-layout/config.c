@@ -6,6 +6,7 @@
  * schema): YAML 1.1's yes/no/on/off are refused, so that a node called
  * "no" or a value "on" can never mean something unexpected.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "names.h"
 #include "yamlx.h"
 
 #define CONFIG_MAX (1u << 20)
@@ -310,6 +312,164 @@ static int parse_nodes(const struct yx_ctx *c, const struct yx_node *v,
 	return 0;
 }
 
+/* A user's name in lab: (admins, users): a portable login name,
+ * [A-Za-z0-9._][A-Za-z0-9._-]{0,31} (useradd's own rule, less '$'). */
+static const char *user_name_problem(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (!n || n > 32)
+		return "a user name is 1 to 32 characters";
+	if (s[0] == '-')
+		return "a user name must not begin with '-'";
+	for (size_t i = 0; i < n; i++)
+		if (!(isalnum((unsigned char)s[i]) || s[i] == '.' || s[i] == '_' || s[i] == '-'))
+			return "a user name is letters, digits, '.', '_' and '-'";
+	return NULL;
+}
+
+/* One user's limits in lab.users: what is given of {max_gpus,
+ * max_queued, max_priority, shares} into *L (SET: a bit per key). */
+static int parse_limits(const struct yx_ctx *c, const struct yx_node *v,
+			const struct yx_path *p, struct lab_limits *l, unsigned *set)
+{
+	static const char *const keys[] = { "max_gpus", "max_queued", "max_priority", "shares" };
+	long long *at[] = { &l->max_gpus, &l->max_queued, &l->max_priority, &l->shares };
+	const long long lo[] = { 0, 0, PRIO_MIN, 1 };
+	const long long hi[] = { LAB_LIMIT_MAX, LAB_LIMIT_MAX, PRIO_MAX, LAB_SHARES_MAX };
+
+	*set = 0;
+	if (yx_map(c, v, p))
+		return -1;
+	for (size_t i = 0; i < v->n; i += 2) {
+		const struct yx_node *k = &v->kids[i];
+		struct yx_path kp = { p, k->s, -1 };
+		size_t f = 0;
+
+		while (f < 4 && strcmp(k->s, keys[f]))
+			f++;
+		if (f == 4)
+			return yx_fail(c, k, &kp, "unknown key");
+		if (yx_int(c, &v->kids[i + 1], &kp, lo[f], hi[f], at[f]))
+			return -1;
+		*set |= 1u << f;
+	}
+	return 0;
+}
+
+/* lab.users: {default: LIMITS, NAME: LIMITS, ...}; a named user's
+ * missing keys are default's, wherever default is written. */
+static int parse_users(const struct yx_ctx *c, const struct yx_node *v,
+		       const struct yx_path *p, struct lab_conf *l)
+{
+	unsigned *sets;
+	size_t n;
+
+	if (yx_map(c, v, p))
+		return -1;
+	if ((n = v->n / 2) > LAB_USERS_MAX)
+		return yx_fail(c, v, p, "more than %d users", LAB_USERS_MAX);
+	if (!(l->users = calloc(n ? n : 1, sizeof *l->users)) ||
+	    !(sets = calloc(n ? n : 1, sizeof *sets)))
+		return oom(c->err, c->fname);
+	for (size_t i = 0; i < n; i++) {
+		const struct yx_node *k = &v->kids[2 * i];
+		struct yx_path kp = { p, k->s, -1 };
+		const char *why;
+		unsigned dset;
+
+		if (!strcmp(k->s, "default")) {
+			if (parse_limits(c, &v->kids[2 * i + 1], &kp, &l->def, &dset))
+				goto bad;
+			continue;
+		}
+		if ((why = user_name_problem(k->s))) {
+			yx_fail(c, k, &kp, "%s", why);
+			goto bad;
+		}
+		for (size_t u = 0; u < l->nusers; u++)
+			if (!strcmp(l->users[u].name, k->s)) {
+				yx_fail(c, k, &kp, "named twice");
+				goto bad;
+			}
+		if (!(l->users[l->nusers].name = strdup(k->s))) {
+			oom(c->err, c->fname);
+			goto bad;
+		}
+		if (parse_limits(c, &v->kids[2 * i + 1], &kp, &l->users[l->nusers].lim,
+				 &sets[l->nusers]))
+			goto bad;
+		l->nusers++;
+	}
+	for (size_t u = 0; u < l->nusers; u++) {
+		struct lab_limits *x = &l->users[u].lim;
+
+		if (!(sets[u] & 1))
+			x->max_gpus = l->def.max_gpus;
+		if (!(sets[u] & 2))
+			x->max_queued = l->def.max_queued;
+		if (!(sets[u] & 4))
+			x->max_priority = l->def.max_priority;
+		if (!(sets[u] & 8))
+			x->shares = l->def.shares;
+	}
+	free(sets);
+	return 0;
+bad:
+	free(sets);
+	return -1;
+}
+
+/* lab: {group, admins, fair_share: {half_life_hours}, users} (lab.h). */
+static int parse_lab(const struct yx_ctx *c, const struct yx_node *v,
+		     const struct yx_path *p, struct config *cf)
+{
+	struct lab_conf *l;
+
+	if (yx_map(c, v, p))
+		return -1;
+	if (!(l = cf->lab = calloc(1, sizeof *l)))
+		return oom(c->err, c->fname);
+	l->half_life_hours = LAB_DEFAULT_HALF_LIFE;
+	l->def = (struct lab_limits){ LAB_NONE, LAB_NONE, PRIO_MAX, 1 };
+	for (size_t i = 0; i < v->n; i += 2) {
+		const struct yx_node *k = &v->kids[i], *x = &v->kids[i + 1];
+		struct yx_path kp = { p, k->s, -1 };
+		const char *why;
+		int r;
+
+		if (!strcmp(k->s, "group")) {
+			r = set_str(c, x, &kp, &l->group);
+			if (!r && (why = user_name_problem(l->group)))
+				r = yx_fail(c, x, &kp, "%s", !strncmp(why, "a user", 6) ?
+					    "a group name is 1 to 32 letters, digits, '.', '_' and '-', not beginning with '-'" : why);
+		} else if (!strcmp(k->s, "admins")) {
+			r = yx_is_null(x) ? 0 : yx_str_list(c, x, &kp, LAB_ADMINS_MAX, &l->admins, &l->nadmins);
+			for (size_t a = 0; !r && a < l->nadmins; a++)
+				if ((why = user_name_problem(l->admins[a])))
+					r = yx_fail(c, x, &kp, "'%s': %s", l->admins[a], why);
+		} else if (!strcmp(k->s, "fair_share")) {
+			r = yx_map(c, x, &kp);
+			for (size_t f = 0; !r && f < x->n; f += 2) {
+				struct yx_path fp = { &kp, x->kids[f].s, -1 };
+
+				r = strcmp(x->kids[f].s, "half_life_hours") ?
+				    yx_fail(c, &x->kids[f], &fp, "unknown key") :
+				    yx_int(c, &x->kids[f + 1], &fp, 0, LAB_HALF_LIFE_MAX, &l->half_life_hours);
+			}
+		} else if (!strcmp(k->s, "users")) {
+			r = parse_users(c, x, &kp, l);
+		} else {
+			r = yx_fail(c, k, &kp, "unknown key");
+		}
+		if (r)
+			return -1;
+	}
+	if (!l->group)
+		return yx_fail(c, v, p, "group: missing (the members' Unix group)");
+	return 0;
+}
+
 static int set_defaults(struct config *c)
 {
 	memset(c, 0, sizeof *c);
@@ -370,6 +530,8 @@ int config_parse(const char *buf, size_t len, const char *fname,
 			r = yx_int(&c, v, &p, 0, GPU_REFRESH_MAX, &cf->gpu_refresh_seconds);
 		} else if (!strcmp(k->s, "preemption")) {
 			r = parse_preemption(&c, v, &p, cf);
+		} else if (!strcmp(k->s, "lab")) {
+			r = parse_lab(&c, v, &p, cf);
 		} else if (!strcmp(k->s, "nodes")) {
 			r = parse_nodes(&c, v, &p, cf);
 			have_nodes = 1;
@@ -524,6 +686,7 @@ nomem:
 
 int config_load(const char *path, struct config *c, struct cb_err *err)
 {
+	const char *env = getenv("CARDBATON_CONFIG");
 	char *xdg, *p;
 	int r;
 
@@ -532,6 +695,9 @@ int config_load(const char *path, struct config *c, struct cb_err *err)
 		return load_file(path, 0, c, err);
 	if ((r = load_file("config.yaml", 1, c, err)) <= 0)
 		return r;
+	/* Named by the environment: it must be there. */
+	if (env && *env)
+		return load_file(env, 0, c, err);
 	if ((xdg = xdg_dir("XDG_CONFIG_HOME", ".config"))) {
 		p = xasprintf("%s/cardbaton/config.yaml", xdg);
 		free(xdg);
@@ -544,6 +710,9 @@ int config_load(const char *path, struct config *c, struct cb_err *err)
 	} else if (errno == ENOMEM) {
 		return oom(err, NULL);
 	}
+	/* The machine's queue, as /etc/printcap is lpd's. */
+	if ((r = load_file(CONFIG_SYSTEM, 1, c, err)) <= 0)
+		return r;
 	return config_default(c, err);
 }
 
@@ -578,5 +747,6 @@ void config_free(struct config *c)
 		yx_strv_free(n->sbatch_args, n->nsbatch_args);
 	}
 	free(c->nodes);
+	lab_conf_free(c->lab);
 	memset(c, 0, sizeof *c);
 }

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 
+#include "lab.h"
 #include "util.h"
 
 #define DEFAULT_IDLE_MIB 64
@@ -16,6 +17,9 @@
 #define DEFAULT_GPU_REFRESH 30          /* gpu_refresh_seconds */
 #define GPU_REFRESH_MAX 86400           /* ... at most (a day) */
 #define DEFAULT_MIN_RUNTIME 300         /* preemption: min_runtime_seconds */
+#ifndef CONFIG_SYSTEM
+#define CONFIG_SYSTEM "/etc/cardbaton/config.yaml"
+#endif
 #define DEFAULT_REMOTE_STATE_DIR "~/.local/state/sshgpu-queue"
 #define MAX_HOOK_ARGS 4096      /* on_finish: at most this many strings */
 
@@ -57,18 +61,22 @@ struct config {
 	size_t non_finish;
 	struct node_conf *nodes;
 	size_t nnodes;
+	/* lab: one spool for a group's members (lab.h); NULL: none */
+	struct lab_conf *lab;
 };
 
 /*
  * Load the config: PATH when given; else ./config.yaml when present;
- * else $XDG_CONFIG_HOME/cardbaton/config.yaml (XDG_CONFIG_HOME
- * defaulting to ~/.config) when present; else the embedded default
+ * else $CARDBATON_CONFIG when set (it must exist); else
+ * $XDG_CONFIG_HOME/cardbaton/config.yaml (XDG_CONFIG_HOME defaulting
+ * to ~/.config) when present; else CONFIG_SYSTEM (the machine's
+ * queue, /etc/cardbaton/config.yaml) when present; else the embedded default
  * (one node "local" with local: true, spool
  * $XDG_STATE_HOME/cardbaton/spool, XDG_STATE_HOME defaulting to
  * ~/.local/state).  `spool:` is relative to the config file's
  * directory; default "./spool".  Errors: EX_CONFIG_ with
- * "FILE:LINE: KEY: problem", or "PATH: strerror" when PATH cannot be
- * read (also EX_CONFIG_).
+ * "FILE:LINE: KEY: problem", or "PATH: strerror" when a file found
+ * cannot be read (also EX_CONFIG_: never a fall-through to the next).
  */
 int config_load(const char *path, struct config *c, struct cb_err *err);
 /* Parse config text; DIR is the directory `spool:` is relative to. */

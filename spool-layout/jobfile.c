@@ -405,7 +405,9 @@ int jobdef_parse(const char *buf, size_t len, const char *fname,
 		if (!f) {
 			struct yx_path kp = { NULL, k->s, -1 };
 
-			yx_fail(&c, k, &kp, "unknown field");
+			/* The owner is the account that owns the file (lab.h). */
+			yx_fail(&c, k, &kp, "%s", strcmp(k->s, "owner") ? "unknown field" :
+				"not a job field: a job's owner is the account that owns its file");
 			goto bad;
 		}
 		if (yaml_field(&c, f, &root->kids[i + 1], jd))

@@ -226,7 +226,7 @@ static int add_common(cJSON *o, const struct job *j)
 	r = add_str(o, "id", id);
 	free(id);
 	if (r || add_str(o, "name", j->def.name) || add_str(o, "state", job_state_name(j->state)) ||
-	    add_num(o, "priority", j->priority))
+	    add_str(o, "owner", j->owner) || add_num(o, "priority", j->priority))
 		return -1;
 	if (a && a->state != AS_ABORTED) {
 		if (add_str(o, "node", a->node) || add_ints(o, "gpus", a->gpus, a->ngpus) ||
@@ -302,7 +302,8 @@ char *job_to_json(const struct job *j)
 	    add_time(o, "queued_at", j->queued_at, 1) ||
 	    add_str(o, "checkpoint", j->checkpoint) ||
 	    add_str(o, "checkpoint_node", j->checkpoint_node) ||
-	    (j->max_running && add_num(o, "max_running", j->max_running)))
+	    (j->max_running && add_num(o, "max_running", j->max_running)) ||
+	    (j->owner && add_num(o, "owner_uid", j->owner_uid)))
 		goto out;
 	if (!(def = jobdef_to_json(&j->def)) || !cJSON_AddItemToObject(o, "job", def)) {
 		cJSON_Delete(def);
@@ -501,7 +502,9 @@ int job_from_json(const char *buf, size_t len, struct job *j, struct cb_err *err
 	    get_str(o, "checkpoint_node", &j->checkpoint_node) ||
 	    get_array(o, j) || get_ll(o, "max_running", &j->max_running, 0) ||
 	    j->max_running < 0 || j->max_running > JOB_MAX_MEMBERS ||
-	    (j->max_running && !j->array_id))
+	    (j->max_running && !j->array_id) ||
+	    get_str(o, "owner", &j->owner) || get_ll(o, "owner_uid", &j->owner_uid, !!j->owner) ||
+	    j->owner_uid < 0 || j->owner_uid > UID_RECORD_MAX || (j->owner && !*j->owner))
 		goto out;
 	if (jobdef_from_json(cJSON_GetObjectItemCaseSensitive(o, "job"), &j->def) < 0)
 		goto out;
@@ -571,6 +574,7 @@ void job_free(struct job *j)
 	free(j->reason);
 	free(j->checkpoint);
 	free(j->checkpoint_node);
+	free(j->owner);
 	jobdef_free(&j->def);
 	memset(j, 0, sizeof *j);
 }

@@ -70,7 +70,15 @@ struct job {
 	/* A member of an array or sweep (expand.h): the group's first job
 	 * ID (0: none), its index, and the group's limit (0: none). */
 	long long array_id, array_index, max_running;
+	/* Its owner (a lab's spool, lab.h; every spool records it): the
+	 * account owning the file the daemon accepted, by name (its number
+	 * when it has no passwd entry) and number.  NULL: unknown (a record
+	 * from before owners), and OWNER_UID means nothing. */
+	char *owner;
+	long long owner_uid;
 };
+
+#define UID_RECORD_MAX 4294967294LL   /* owner_uid at most: (uid_t)-1 is no uid */
 
 /* The state a job is shown in (status, the tools' checks): its
  * record's, but queued for a job whose attempt is staged on its node

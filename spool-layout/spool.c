@@ -117,17 +117,30 @@ static int make_id(struct spool *sp, struct cb_err *err)
 	return make_id(sp, err);
 }
 
-/* Create the directory NAME in the spool with exactly sp->dmode (the
+mode_t spool_lab_dmode(const char *name)
+{
+	return !strcmp(name, "tmp") || !strcmp(name, "new") || !strcmp(name, "ctl") ?
+	       LAB_DROP_DMODE : LAB_DMODE;
+}
+
+/* The mode of the directory NAME made in the spool. */
+static mode_t dmode_of(const struct spool *sp, const char *name)
+{
+	return sp->lab ? spool_lab_dmode(name) : sp->dmode;
+}
+
+/* Create the directory NAME in the spool with exactly its mode (the
  * umask may have taken bits away); one that exists is left alone. */
 static int make_subdir(struct spool *sp, const char *name)
 {
+	mode_t mode = dmode_of(sp, name);
 	int fd, r;
 
-	if (mkdirat(sp->fd, name, sp->dmode & 0777) < 0)
+	if (mkdirat(sp->fd, name, mode & 0777) < 0)
 		return errno == EEXIST ? 0 : -1;
 	if ((fd = openat(sp->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		return -1;
-	r = fchmod(fd, sp->dmode);
+	r = fchmod(fd, mode);
 	close(fd);
 	return r;
 }
@@ -155,9 +168,62 @@ int spool_subdir(struct spool *sp, const char *name, struct cb_err *err)
 	return open_subdir(sp, name, err);
 }
 
-int spool_open(struct spool *sp, const char *path, int create, struct cb_err *err)
+/* A lab's spool: NAME ("": the spool) is what LAYOUT.md §15 says, as
+ * FD shows it, or the error names the difference. */
+static int lab_check(struct spool *sp, int fd, const char *name, gid_t gid, struct cb_err *err)
+{
+	mode_t want = *name ? spool_lab_dmode(name) : LAB_DMODE;
+	const char *sep = *name ? "/" : "";
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return cb_err_sys(err, EX_OSERR_, "%s%s%s", sp->path, sep, name);
+	if (st.st_uid != geteuid())
+		return cb_err_set(err, EX_CONFIG_, "%s%s%s: owned by uid %lu, expected the daemon's "
+				  "account (uid %lu)", sp->path, sep, name, (unsigned long)st.st_uid,
+				  (unsigned long)geteuid());
+	if (st.st_gid != gid)
+		return cb_err_set(err, EX_CONFIG_, "%s%s%s: group gid %lu, expected the lab's group "
+				  "(gid %lu)", sp->path, sep, name, (unsigned long)st.st_gid,
+				  (unsigned long)gid);
+	if ((st.st_mode & 07777) != want)
+		return cb_err_set(err, EX_CONFIG_, "%s%s%s: mode %04o, expected %04o", sp->path, sep,
+				  name, (unsigned)(st.st_mode & 07777), (unsigned)want);
+	return 0;
+}
+
+static int open_lockfile(struct spool *sp, const char *name);
+
+/* The lab daemon's files of the spool root that members use: seq (they
+ * take numbers: 0660, written in place only, as the spool is not
+ * theirs to rename into) and seq.lock, made when missing. */
+static int lab_seq_files(struct spool *sp, struct cb_err *err)
+{
+	static const char rec[] = "0000000000 -\n";
+	int fd = openat(sp->fd, "seq", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0660);
+
+	if (fd >= 0) {
+		if (fchmod(fd, 0660) < 0 || write_full(fd, rec, sizeof rec - 1) < 0 || fsync(fd) < 0) {
+			close(fd);
+			return cb_err_sys(err, write_ex(), "%s/seq", sp->path);
+		}
+		close(fd);
+	} else if (errno != EEXIST) {
+		return cb_err_sys(err, write_ex(), "%s/seq", sp->path);
+	}
+	if ((fd = open_lockfile(sp, "seq.lock")) < 0)
+		return root_file_err(sp, "seq.lock", write_ex(), err);
+	close(fd);
+	return 0;
+}
+
+/* spool_open, and spool_open_lab with LAB (GID its group; DAEMON: make
+ * and check). */
+static int open_spool(struct spool *sp, const char *path, int create, int lab, gid_t gid,
+		      int daemon, struct cb_err *err)
 {
 	struct stat st;
+	int made = 0;
 
 	memset(sp, 0, sizeof *sp);
 	sp->fd = -1;
@@ -172,6 +238,7 @@ int spool_open(struct spool *sp, const char *path, int create, struct cb_err *er
 		if (mkdir_p(path) < 0)
 			goto sys;
 		sp->fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		made = 1;
 	}
 	if (sp->fd < 0) {
 		if (errno == ENOENT)
@@ -180,27 +247,37 @@ int spool_open(struct spool *sp, const char *path, int create, struct cb_err *er
 			cb_err_sys(err, EX_CONFIG_, "%s", path);
 		goto fail;
 	}
+	if (made && lab && (fchown(sp->fd, (uid_t)-1, gid) < 0 || fchmod(sp->fd, LAB_DMODE) < 0))
+		goto sys;
 	if (fstat(sp->fd, &st) < 0) {
 		cb_err_sys(err, EX_OSERR_, "%s", path);
 		goto fail;
 	}
+	sp->uid = st.st_uid;
+	sp->lab = lab;
 	/* Private unless SPOOL is set-group-ID: then shared with its group
-	 * as far as its group bits say (LAYOUT.md §1). */
-	sp->fmode = 0600;
-	sp->dmode = 0700;
-	if (st.st_mode & S_ISGID) {
+	 * as far as its group bits say (LAYOUT.md §1).  A lab's: §15. */
+	sp->fmode = lab ? LAB_FMODE : 0600;
+	sp->dmode = lab ? LAB_DMODE : 0700;
+	if (!lab && (st.st_mode & S_ISGID)) {
 		sp->fmode |= st.st_mode & (S_IRGRP | S_IWGRP);
 		sp->dmode |= S_ISGID | (st.st_mode & S_IRWXG);
 	}
+	if (daemon && lab_check(sp, sp->fd, "", gid, err) < 0)
+		goto fail;
 	for (int i = 0; i < SD_N; i++) {
 		sp->dir[i] = openat(sp->fd, spool_dir_name[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (sp->dir[i] >= 0)
-			continue;
-		if (errno == ENOENT && create && make_subdir(sp, spool_dir_name[i]) < 0)
-			goto sys;
-		if ((sp->dir[i] = open_subdir(sp, spool_dir_name[i], err)) < 0)
+		if (sp->dir[i] < 0) {
+			if (errno == ENOENT && create && make_subdir(sp, spool_dir_name[i]) < 0)
+				goto sys;
+			if ((sp->dir[i] = open_subdir(sp, spool_dir_name[i], err)) < 0)
+				goto fail;
+		}
+		if (daemon && lab && lab_check(sp, sp->dir[i], spool_dir_name[i], gid, err) < 0)
 			goto fail;
 	}
+	if (lab && daemon && lab_seq_files(sp, err) < 0)
+		goto fail;
 	if (make_id(sp, err) < 0)
 		goto fail;
 	return 0;
@@ -209,6 +286,16 @@ sys:
 fail:
 	spool_close(sp);
 	return -1;
+}
+
+int spool_open(struct spool *sp, const char *path, int create, struct cb_err *err)
+{
+	return open_spool(sp, path, create, 0, 0, 0, err);
+}
+
+int spool_open_lab(struct spool *sp, const char *path, gid_t gid, int daemon, struct cb_err *err)
+{
+	return open_spool(sp, path, daemon, 1, gid, daemon, err);
 }
 
 void spool_close(struct spool *sp)
@@ -233,11 +320,13 @@ void spool_close(struct spool *sp)
  */
 static int open_lockfile(struct spool *sp, const char *name)
 {
-	int fd = openat(sp->fd, name, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-			sp->fmode);
+	/* A lab's daemon lock is its own: a member who could read it could
+	 * flock it and keep the daemon from starting. */
+	mode_t mode = sp->lab && !strcmp(name, "lock") ? 0600 : sp->fmode;
+	int fd = openat(sp->fd, name, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
 
 	if (fd >= 0) {
-		if (fchmod(fd, sp->fmode) < 0) {
+		if (fchmod(fd, mode) < 0) {
 			int saved = errno;
 
 			close(fd);
@@ -442,6 +531,18 @@ static int seq_update(struct spool *sp, long long floor, long long count, long l
 	if (trusted && fixed && boot[0] && !strcmp(bootw, boot)) {
 		/* This boot's: in place, not synced. */
 		if (pwrite(fd, out, SEQ_REC_LEN, 0) != SEQ_REC_LEN)
+			goto fail;
+	} else if (sp->lab) {
+		/* A lab's: always in place (the spool is not the members' to
+		 * rename into, LAYOUT.md §15), synced when it must be. */
+		size_t n = strlen(out);
+
+		if (fd < 0) {
+			errno = ENOENT;
+			goto fail;
+		}
+		if (pwrite(fd, out, n, 0) != (ssize_t)n || ftruncate(fd, (off_t)n) < 0 ||
+		    fdatasync(fd) < 0)
 			goto fail;
 	} else if (atomic_write(sp->dir[SD_TMP], sp->fd, "seq", out, strlen(out), sp->fmode) < 0) {
 		goto fail;

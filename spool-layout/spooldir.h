@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include "jobfile.h"
+#include "lab.h"
 #include "record.h"
 #include "util.h"
 
@@ -27,6 +28,8 @@ struct spool {
 	int dir[SD_N];          /* its subdirectories, O_DIRECTORY|O_NOFOLLOW */
 	char id[9];             /* 8 hex digits, from the file "id" */
 	mode_t fmode, dmode;    /* of what it creates: 0600/0700, or shared (spool_open) */
+	int lab;                /* a lab's spool (lab.h, LAYOUT.md §15): spool_open_lab */
+	uid_t uid;              /* the spool's owner: the daemon's account */
 };
 
 /* The sysexits code of a failed spool write with errno E: EX_TEMPFAIL_
@@ -42,6 +45,19 @@ int spool_errno_ex(int e);
  * No subdirectory is followed through a symbolic link.
  * Errors: EX_CONFIG_ / EX_OSERR_ / EX_TEMPFAIL_ with the path. */
 int spool_open(struct spool *sp, const char *path, int create, struct cb_err *err);
+/*
+ * A lab's spool (LAYOUT.md §15), owned by the daemon's account and
+ * group GID: directories members drop files into (tmp/, new/, ctl/)
+ * mode 3770, every other one (the spool's own too) 2750, files 0640
+ * (seq 0660: submitters take numbers; lock 0600).  DAEMON: make what
+ * is missing with those modes (the daemon's account owning it, GID its
+ * group) and check what exists: a directory with another mode, owner or
+ * group is EX_CONFIG_ "SPOOL/new: mode 2770, expected 3770".  Not
+ * DAEMON (a tool): nothing is made (a missing spool: EX_CONFIG_).
+ */
+int spool_open_lab(struct spool *sp, const char *path, gid_t gid, int daemon, struct cb_err *err);
+/* The mode a lab's spool gives its directory NAME ("": the spool). */
+mode_t spool_lab_dmode(const char *name);
 void spool_close(struct spool *sp);
 
 /* A directory of the spool that only the daemon uses (hooks/, LAYOUT.md
