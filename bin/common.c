@@ -207,8 +207,22 @@ int tool_spool(const struct config *c, struct spool *sp, int create)
 	struct cb_err err = { 0 };
 	struct stat st;
 
-	if (!create && stat(c->spool, &st) < 0 && errno == ENOENT)
+	if ((!create || c->lab) && stat(c->spool, &st) < 0 && errno == ENOENT) {
+		if (c->lab && create)   /* a lab's spool is the daemon's to make */
+			die(EX_CONFIG_, "%s: no spool here (the lab's daemon, cardbaton run, makes it)",
+			    c->spool);
 		return 0;
+	}
+	if (c->lab) {
+		gid_t gid;
+		char *why;
+
+		if (lab_resolve(c->lab, &gid, &why) < 0)
+			die(EX_CONFIG_, "%s: %s", c->path ? c->path : "config", why ? why : "out of memory");
+		if (spool_open_lab(sp, c->spool, gid, 0, &err) < 0)
+			die_err(&err);
+		return 1;
+	}
 	if (spool_open(sp, c->spool, create, &err) < 0)
 		die_err(&err);
 	return 1;

@@ -789,6 +789,23 @@ static void free_daemon(struct daemon *d)
 	config_free(&d->cfg);
 }
 
+/* The spool, made when missing: a lab's with its modes, checked
+ * (LAYOUT.md §15), its group resolved into D->LAB_GID. */
+static int open_the_spool(struct daemon *d, struct cb_err *err)
+{
+	char *why;
+
+	if (!d->cfg.lab)
+		return spool_open(&d->sp, d->cfg.spool, 1, err);
+	if (lab_resolve(d->cfg.lab, &d->lab_gid, &why) < 0) {
+		cb_err_set(err, EX_CONFIG_, "%s: %s", d->cfg.path ? d->cfg.path : "config",
+			   why ? why : "out of memory");
+		free(why);
+		return -1;
+	}
+	return spool_open_lab(&d->sp, d->cfg.spool, d->lab_gid, 1, err);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -842,7 +859,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return EX_USAGE_;
 	}
-	if (config_load(config, &d.cfg, &err) < 0 || spool_open(&d.sp, d.cfg.spool, 1, &err) < 0)
+	if (config_load(config, &d.cfg, &err) < 0 || open_the_spool(&d, &err) < 0)
 		die_err(&err);
 	if ((d.lockfd = spool_lock_daemon(&d.sp, &err)) < 0 || hooks_open(&d, &err) < 0)
 		die_err(&err);

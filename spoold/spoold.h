@@ -175,6 +175,7 @@ struct rent {
 struct daemon {
 	struct config cfg;
 	struct spool sp;
+	gid_t lab_gid;                  /* a lab's spool (cfg.lab): its group */
 	struct node *nodes;
 	size_t nnodes;
 	struct qent **q;                /* dispatch order */
