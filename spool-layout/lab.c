@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "lab.h"
+#include "record.h"
 #include "util.h"
 
 void lab_conf_free(struct lab_conf *l)
@@ -136,4 +137,23 @@ double lab_span(long long cards, long long start_ms, long long end_ms, long long
 	/* 2^-((now-end)/h) x (1 - 2^-(len/h)) = e^-(k(now-end)) x -expm1(-k len) */
 	return (double)cards * exp(-k * (double)(now_ms > end_ms ? now_ms - end_ms : 0) / 1000) *
 	       -expm1(-k * len) / k;
+}
+
+double lab_job_usage(const struct job *j, long long now_ms, long long half_ms)
+{
+	double u = 0;
+
+	for (size_t i = 0; i < j->natt; i++) {
+		const struct attempt *a = &j->att[i];
+		/* One that is over without an end time held its cards no longer
+		 * than it is known to have run: nothing. */
+		int over = a->state >= AS_PAUSED && a->state <= AS_ABORTED;
+		long long end = a->finished ? a->finished : over ? a->started : now_ms;
+
+		if (a->started && end > now_ms)
+			end = now_ms;
+		if (a->started)
+			u += lab_span((long long)a->ngpus, a->started, end, now_ms, half_ms);
+	}
+	return u;
 }

@@ -89,4 +89,10 @@ double lab_decay(double usage, long long at_ms, long long now_ms, long long half
 double lab_span(long long cards, long long start_ms, long long end_ms, long long now_ms,
 		long long half_ms);
 
+/* Job J's usage as of NOW_MS: every attempt that started, its cards
+ * from its start to its end (NOW_MS while it runs); HALF_MS 0: the
+ * plain cards x seconds. */
+struct job;
+double lab_job_usage(const struct job *j, long long now_ms, long long half_ms);
+
 #endif
