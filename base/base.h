@@ -67,6 +67,11 @@ int read_fd(int fd, size_t max, char **buf, size_t *len);
  * NUL-terminated (*len excludes the NUL).  Never blocks on a FIFO.
  */
 int read_capped(int dirfd, const char *name, size_t cap, char **buf, size_t *len);
+/* The same, and *ST what fstat said of the file read (its owner, links
+ * and mode, as opened: a lab's drop, lab.h). */
+struct stat;
+int read_capped_stat(int dirfd, const char *name, size_t cap, char **buf, size_t *len,
+		     struct stat *st);
 
 /*
  * read_capped, and then what was read is what NAME holds: -1 with errno

@@ -94,7 +94,7 @@ static int still_named(int dirfd, const char *name, int fd, const struct stat *s
 }
 
 static int read_whole(int dirfd, const char *name, size_t cap, char **bufp, size_t *lenp,
-		      int named)
+		      int named, struct stat *out)
 {
 	struct stat st;
 	char *buf;
@@ -163,6 +163,8 @@ static int read_whole(int dirfd, const char *name, size_t cap, char **bufp, size
 	buf[len] = '\0';
 	*bufp = buf;
 	*lenp = len;
+	if (out)
+		*out = st;
 	return 0;
 fail:
 	close(fd);
@@ -172,12 +174,18 @@ fail:
 
 int read_capped(int dirfd, const char *name, size_t cap, char **bufp, size_t *lenp)
 {
-	return read_whole(dirfd, name, cap, bufp, lenp, 0);
+	return read_whole(dirfd, name, cap, bufp, lenp, 0, NULL);
+}
+
+int read_capped_stat(int dirfd, const char *name, size_t cap, char **bufp, size_t *lenp,
+		     struct stat *st)
+{
+	return read_whole(dirfd, name, cap, bufp, lenp, 0, st);
 }
 
 int read_named(int dirfd, const char *name, size_t cap, char **bufp, size_t *lenp)
 {
-	return read_whole(dirfd, name, cap, bufp, lenp, 1);
+	return read_whole(dirfd, name, cap, bufp, lenp, 1, NULL);
 }
 
 int fsync_dir(int dirfd)

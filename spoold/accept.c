@@ -103,6 +103,7 @@ struct sub {
 	char *in;               /* its name in incoming/, once there */
 	struct job *jobs;       /* its records, once made (NJOBS; those of a
 				   block's members not queued yet) */
+	size_t user;            /* a lab's: its owner, d->tally[user - 1], once read */
 	size_t njobs;
 	size_t staged;          /* index in the batch of the first + 1, or 0 */
 };
@@ -360,8 +361,10 @@ static int name_as_block(struct daemon *d, struct sub *s, long long n)
 	return 0;
 }
 
-/* The record of job ID queued now, defined by *DEF (taken over). */
-static int new_record(struct job *j, long long id, struct job_def *def)
+/* The record of job ID queued now, defined by *DEF (taken over), owned
+ * by OWNER (its name) and UID. */
+static int new_record(struct job *j, long long id, struct job_def *def, const char *owner,
+		      uid_t uid)
 {
 	long long now = now_ms();
 
@@ -372,7 +375,61 @@ static int new_record(struct job *j, long long id, struct job_def *def)
 	j->state = JS_QUEUED;
 	j->priority = j->def.priority;
 	j->submitted = j->queued_at = now;
-	return -!(j->reason = queued_reason(j, now));
+	j->owner_uid = (long long)uid;
+	return -!((j->owner = strdup(owner)) && (j->reason = queued_reason(j, now)));
+}
+
+/* The name of account UID (the last one asked is remembered: a batch is
+ * mostly one person's), or NULL. */
+static const char *owner_name(struct daemon *d, uid_t uid)
+{
+	if (!d->owner_name || d->owner_uid != uid) {
+		free(d->owner_name);
+		d->owner_name = lab_user_name(uid);
+		d->owner_uid = uid;
+	}
+	return d->owner_name;
+}
+
+/*
+ * A lab's spool (LAYOUT.md §15): what makes a drop, as opened (ST),
+ * unsafe to take as its owner's -- a hard link (another's file could be
+ * made to look like yours), a file others could have written, an owner
+ * who may not submit -- or NULL.  malloc'd.
+ */
+static char *drop_problem(struct daemon *d, const struct stat *st)
+{
+	const struct lab_conf *l = d->cfg.lab;
+
+	if (st->st_nlink != 1)
+		return xasprintf("a hard link (%lu links): refused in a lab's spool",
+				 (unsigned long)st->st_nlink);
+	if (st->st_mode & (S_IWGRP | S_IWOTH))
+		return xasprintf("writable by group or others (mode %04o): refused in a lab's spool",
+				 (unsigned)(st->st_mode & 07777));
+	if (!lab_may_submit(l, d->lab_gid, st->st_uid, d->sp.uid))
+		return xasprintf("owned by %s (uid %lu), who is not a member of group %s",
+				 owner_name(d, st->st_uid), (unsigned long)st->st_uid, l->group);
+	return NULL;
+}
+
+/* A lab's limits on S, a submission of COUNT jobs of priority PRIO by
+ * S->user: NULL, or why it is refused (malloc'd).  Its jobs count as
+ * its owner's from here (pending until they are queued). */
+static char *limit_problem(const struct daemon *d, const struct sub *s, long long count,
+			   long long prio)
+{
+	const struct tally *t = &d->tally[s->user - 1];
+	const struct lab_limits *lim = t->lim;
+
+	if (prio > lim->max_priority)
+		return xasprintf("priority %lld is above %s's max_priority %lld", prio, t->name,
+				 lim->max_priority);
+	if (lim->max_queued != LAB_NONE && t->jobs + t->pending + count > lim->max_queued)
+		return xasprintf("user limit: %s has %lld job%s not ended (max_queued %lld)", t->name,
+				 t->jobs + t->pending, t->jobs + t->pending == 1 ? "" : "s",
+				 lim->max_queued);
+	return NULL;
 }
 
 /*
@@ -380,7 +437,8 @@ static int new_record(struct job *j, long long id, struct job_def *def)
  * those of the block's members that have none yet.  0; 1 with *WHY
  * (static text) when a member cannot be made; -1 out of memory.
  */
-static int make_records(struct daemon *d, struct sub *s, struct job_def *jd, const char **why)
+static int make_records(struct daemon *d, struct sub *s, struct job_def *jd, const char *owner,
+			uid_t uid, const char **why)
 {
 	struct expander x;
 	int r = -1;
@@ -390,7 +448,7 @@ static int make_records(struct daemon *d, struct sub *s, struct job_def *jd, con
 		if (!(s->jobs = calloc(1, sizeof *s->jobs)))
 			return -1;
 		s->njobs = 1;
-		return new_record(&s->jobs[0], s->seq, jd);
+		return new_record(&s->jobs[0], s->seq, jd, owner, uid);
 	}
 	if (expander_init(&x, jd, why) < 0)
 		return *why ? 1 : -1;
@@ -414,7 +472,7 @@ static int make_records(struct daemon *d, struct sub *s, struct job_def *jd, con
 			goto out;
 		}
 		s->njobs++;
-		if (new_record(j, s->seq + (long long)m, &md) < 0)
+		if (new_record(j, s->seq + (long long)m, &md, owner, uid) < 0)
 			goto out;
 		j->array_id = s->seq;
 		j->array_index = idx;
@@ -438,13 +496,14 @@ static int prepare(struct daemon *d, struct sub *s)
 {
 	struct cb_err err = { 0 };
 	struct job_def jd;
-	char *buf = NULL, *why;
-	const char *orig = s->orig ? s->orig : s->in, *mwhy;
+	char *buf = NULL, *why = NULL;
+	const char *orig = s->orig ? s->orig : s->in, *mwhy, *owner;
 	size_t len;
 	long long done = s->fresh ? 0 : recorded(d, s);
 	/* A block some of whose members were queued before a crash is
 	 * accepted already: the rest follow, whatever has changed. */
 	int bad = 0, some = done > 0, k;
+	struct tally *t = NULL;
 	struct stat st;
 
 	if (done == s->count) {
@@ -455,14 +514,23 @@ static int prepare(struct daemon *d, struct sub *s)
 	 * opening a device may do something; read_capped checks again. */
 	if (fstatat(d->sp.dir[SD_INCOMING], s->in, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
 		bad = S_ISLNK(st.st_mode) ? ELOOP : S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
-	else if (read_capped(d->sp.dir[SD_INCOMING], s->in, JOBFILE_MAX, &buf, &len) < 0)
+	else if (read_capped_stat(d->sp.dir[SD_INCOMING], s->in, JOBFILE_MAX, &buf, &len, &st) < 0)
 		bad = errno;
-	if (bad) {
-		why = xasprintf("%s", read_problem(bad));
+	if (bad || (!some && d->cfg.lab && (why = drop_problem(d, &st)))) {
+		if (bad)
+			why = xasprintf("%s", read_problem(bad));
 		reject(d, s->in, s->seq, orig, why ? why : "unreadable");
 		free(why);
+		free(buf);
 		return 0;
 	}
+	if (!(owner = owner_name(d, st.st_uid)) ||
+	    (d->cfg.lab && !(t = tally_of(d, (long long)st.st_uid, owner)))) {
+		logmsg("incoming/%s: out of memory", s->in);
+		free(buf);
+		return 0;
+	}
+	s->user = t ? (size_t)(t - d->tally) + 1 : 0;
 	if (jobdef_parse(buf, len, orig, &jd, &err) < 0 || jobdef_check(&jd, orig, &err) < 0) {
 		/* The message names the file already; keep the rest of it. */
 		reject(d, s->in, s->seq, orig, err.msg ? err.msg : "not a job file");
@@ -486,12 +554,13 @@ static int prepare(struct daemon *d, struct sub *s)
 		}
 		expander_free(&x);
 	}
-	if (!some && ((why = placement_problem(d, &jd)) || (why = dep_problem(d, &jd, s->seq)))) {
+	if (!some && ((why = placement_problem(d, &jd)) || (why = dep_problem(d, &jd, s->seq)) ||
+		      (s->user && (why = limit_problem(d, s, s->count, jd.priority))))) {
 		reject(d, s->in, s->seq, orig, why);
 		free(why);
 		goto dealt;
 	}
-	if ((k = make_records(d, s, &jd, &mwhy)) != 0) {
+	if ((k = make_records(d, s, &jd, owner, st.st_uid, &mwhy)) != 0) {
 		if (k > 0 && !some) {
 			why = xasprintf("%s: %s", orig, mwhy);
 			reject(d, s->in, s->seq, orig, why ? why : mwhy);
@@ -503,6 +572,8 @@ static int prepare(struct daemon *d, struct sub *s)
 		goto dealt;
 	}
 	jobdef_free(&jd);
+	if (s->user)
+		d->tally[s->user - 1].pending += (long long)s->njobs;
 	return 1;
 dealt:
 	jobdef_free(&jd);
@@ -561,13 +632,15 @@ static int queue_incoming(struct daemon *d, struct sub *v, size_t n)
 				continue;
 			in_queue++;
 			if (!(qname = name_queued(j->priority, j->id)) ||
-			    !(e = qent_from_job(j, qname)) || q_insert(d, e) < 0) {
+			    !(e = qent_from_job(d, j, qname)) || q_insert(d, e) < 0) {
 				logmsg("job %lld: out of memory", j->id);
 				qent_free(e);
 				r = -1;
 			}
 			free(qname);
 		}
+		if (v[i].user)
+			d->tally[v[i].user - 1].jobs += (long long)in_queue;
 		/* Its inode a spare for the next records (batch.c). */
 		if (v[i].staged && in_queue == v[i].njobs) {
 			if (spares_keep(&d->spares, d->sp.dir[SD_TMP], d->sp.dir[SD_INCOMING], v[i].in) < 0)
@@ -576,6 +649,8 @@ static int queue_incoming(struct daemon *d, struct sub *v, size_t n)
 		}
 		sub_free_jobs(&v[i]);
 	}
+	for (size_t u = 0; u < d->ntally; u++)
+		d->tally[u].pending = 0;        /* queued (counted above), or not at all */
 	if (done && fsync_dir(d->sp.dir[SD_INCOMING]) < 0)
 		logmsg("incoming: %s", strerror(errno));
 	else if (done)

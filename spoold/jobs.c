@@ -105,7 +105,7 @@ static int load_running(struct daemon *d, long long id, struct job *j, char **na
 static int enqueue(struct daemon *d, const struct job *j)
 {
 	char *qname = name_queued(j->priority, j->id);
-	struct qent *q = qname ? qent_from_job(j, qname) : NULL;
+	struct qent *q = qname ? qent_from_job(d, j, qname) : NULL;
 	int r = q && q_insert(d, q) == 0 ? 0 : -1;
 
 	if (r < 0) {
@@ -280,8 +280,13 @@ static void count_step(struct daemon *d, const struct job *j, enum job_state fro
 {
 	const struct attempt *a = job_last_attempt(j);
 
+	int live = afrom == AS_LAUNCHING || afrom == AS_STAGED || afrom == AS_RUNNING ||
+		   afrom == AS_PAUSING;
+
 	metrics_step(&d->metrics, j, from, afrom, a && a->node ? node_index(d, a->node) : d->nnodes);
 	d->npaused += (j->state == JS_PAUSED) - (from == JS_PAUSED);
+	tally_step(d, j, from, a && live && a->state != afrom && a->state >= AS_PAUSED &&
+		   a->state <= AS_ABORTED);
 }
 
 /*
@@ -342,21 +347,24 @@ out:
 	return r;
 }
 
-/* E waits, and its record says WHY: it never fits, or (FULL) the card
- * it could share is full (plan.h).  Once per queue entry: no read per
- * pass. */
-void note_waiting(struct daemon *d, struct qent *e, const char *why, int full)
+/* The flag of E that says its reason of KIND is on disk. */
+static int *noted(struct qent *e, enum wait_kind kind)
+{
+	return kind == WAIT_LIMIT ? &e->limit_noted : kind == WAIT_FULL ? &e->full_noted :
+	       &e->never_noted;
+}
+
+/* E waits, and its record says WHY: it never fits, the card it could
+ * share is full, or its owner is at max_gpus (plan.h).  Once per queue
+ * entry: no read per pass. */
+void note_waiting(struct daemon *d, struct qent *e, const char *why, enum wait_kind kind)
 {
 	struct ev_arg a = { .why = why };
 	long long id = e->id;
 
-	if ((full ? e->full_noted : e->never_noted) || job_step(d, id, EV_WAIT, &a) != 1 ||
-	    !(e = q_find(d, id)))
+	if (*noted(e, kind) || job_step(d, id, EV_WAIT, &a) != 1 || !(e = q_find(d, id)))
 		return;
-	if (full)
-		e->full_noted = 1;
-	else
-		e->never_noted = 1;
+	*noted(e, kind) = 1;
 }
 
 /* Ask the node to launch E's current attempt (first time or again),

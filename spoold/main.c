@@ -302,7 +302,7 @@ static void load_records(struct daemon *d)
 				cb_err_free(&err);
 				continue;
 			}
-			if (!(e = qent_from_job(&j, names[i])) || q_insert(d, e) < 0) {
+			if (!(e = qent_from_job(d, &j, names[i])) || q_insert(d, e) < 0) {
 				logmsg("job %lld: out of memory", j.id);
 				qent_free(e);
 			}
@@ -785,6 +785,10 @@ static void free_daemon(struct daemon *d)
 	turn_free(d);
 	deps_free(d);
 	hooks_stop(d);
+	for (size_t u = 0; u < d->ntally; u++)
+		free(d->tally[u].name);
+	free(d->tally);
+	free(d->owner_name);
 	spool_close(&d->sp);
 	config_free(&d->cfg);
 }
@@ -879,6 +883,7 @@ int main(int argc, char **argv)
 	warn_strays(&d);
 	dedupe(&d);
 	load_records(&d);
+	tally_load(&d);
 	metrics_start(&d);
 	hooks_recover(&d);
 	scan_dir(&d, SD_INCOMING);

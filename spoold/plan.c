@@ -29,6 +29,7 @@ struct pass {
 				   2 placed or not to be staged, 0 not looked at */
 	size_t *holder;         /* per card: the run leasing it alone, or nruns
 				   (batons(): found once a pass) */
+	long long *uheld;       /* per user: cards held, and placed or staged by this pass */
 	size_t ncards;          /* all cards */
 	size_t cap;             /* the most cards one pass can place: each card as
 				   many times as its node lets jobs share it */
@@ -594,6 +595,21 @@ static int eligible(const struct pass *p, const struct plan_job *j, long long no
 	return 1;
 }
 
+/* Would J pass its owner's max_gpus (a lab's spool)? */
+static int over_limit(const struct pass *p, const struct plan_job *j)
+{
+	const struct plan_user *u = j->user ? &p->in->users[j->user - 1] : NULL;
+
+	return u && j->need && u->max_gpus != LAB_NONE && p->uheld[j->user - 1] + j->need > u->max_gpus;
+}
+
+/* J's cards are its owner's now. */
+static void user_takes(struct pass *p, const struct plan_job *j)
+{
+	if (j->user)
+		p->uheld[j->user - 1] += j->need;
+}
+
 /* ---- the baton ------------------------------------------------------------- */
 
 /* The run leasing card G alone, or in->nruns. */
@@ -686,6 +702,7 @@ static size_t stage(struct pass *p, size_t j)
 								    .ncards = got };
 			o->nscards += got;
 			p->placed[k]++;
+			user_takes(p, job);
 			if (job->group)
 				p->running[job->group - 1]++;
 		}
@@ -742,7 +759,8 @@ static void batons(struct pass *p, long long now)
 		size_t used;
 
 		if (p->cand[j] == 0)    /* past where the pass stopped */
-			p->cand[j] = eligible(p, job, now, p->out) && job->need && !job->never_noted ? 1 : 2;
+			p->cand[j] = eligible(p, job, now, p->out) && job->need && !job->never_noted &&
+				     !over_limit(p, job) ? 1 : 2;
 		if (p->cand[j] != 1 || job->share)
 			continue;
 		for (size_t r = 0; r < in->nresv; r++)
@@ -769,6 +787,7 @@ static void pass_free(struct pass *p)
 	free(p->unstage);
 	free(p->cand);
 	free(p->holder);
+	free(p->uheld);
 }
 
 int plan(const struct plan_in *in, long long now, struct plan_out *out)
@@ -804,6 +823,8 @@ int plan(const struct plan_in *in, long long now, struct plan_out *out)
 	p.unstage = calloc(in->nruns + 1, 1);
 	p.cand = calloc(in->njobs + 1, 1);
 	p.holder = malloc((p.ncards + 1) * sizeof *p.holder);
+	p.uheld = malloc((in->nusers + 1) * sizeof *p.uheld);
+	out->limit = malloc((in->njobs + 1) * sizeof *out->limit);
 	out->stage = malloc((in->njobs + 1) * sizeof *out->stage);
 	out->scards = malloc((p.ncards + 1) * sizeof *out->scards);
 	out->unstage = malloc((in->nruns + 1) * sizeof *out->unstage);
@@ -818,8 +839,11 @@ int plan(const struct plan_in *in, long long now, struct plan_out *out)
 	if (!p.card || !p.base || !p.placed || !p.running || !p.victim || !p.freed || !p.scratch || !p.nsh ||
 	    !p.shmem || !p.staged || !p.unstage || !p.cand || !p.holder || !out->stage || !out->scards ||
 	    !out->unstage || !out->cards ||
-	    !out->hold || !out->place || !out->why || !out->full || !out->preempt || !out->victims || !out->pcards)
+	    !out->hold || !out->place || !out->why || !out->full || !out->preempt || !out->victims || !out->pcards ||
+	    !p.uheld || !out->limit)
 		goto oom;
+	for (size_t u = 0; u < in->nusers; u++)
+		p.uheld[u] = in->users[u].held;
 	for (size_t g = 0; g < in->ngroups; g++)
 		p.running[g] = in->groups[g].running;
 	for (size_t k = 0, b = 0; k < in->nnodes; b += in->nodes[k++].ngpus)
@@ -854,10 +878,16 @@ int plan(const struct plan_in *in, long long now, struct plan_out *out)
 			break;
 		}
 		p.cand[j] = 2;
+		if (over_limit(&p, job)) {
+			out->limit[out->nlimit++] = (struct plan_limit){ .job = j, .user = job->user,
+								       .held = p.uheld[job->user - 1] };
+			continue;
+		}
 		if (job->need == 0)
 			ncpu--;
 		if ((k = node_for(&p, job)) < in->nnodes) {
 			nfree -= take(&p, j, k);
+			user_takes(&p, job);
 			p.placed[k]++;
 			if (job->group)
 				p.running[job->group - 1]++;
@@ -923,6 +953,45 @@ enum dep_verdict plan_deps(const struct plan_dep *v, size_t n, size_t *which)
 	return DEP_READY;
 }
 
+/* ---- the fair share's order ----------------------------------------------- */
+
+struct fair {
+	const struct plan_job *jobs;
+	const double *eff;
+};
+
+static double eff_of(const struct fair *f, size_t j)
+{
+	return f->jobs[j].user ? f->eff[f->jobs[j].user - 1] : 0;
+}
+
+static int fair_cmp(const void *pa, const void *pb, void *arg)
+{
+	const struct fair *f = arg;
+	size_t a = *(const size_t *)pa, b = *(const size_t *)pb;
+	const struct plan_job *x = &f->jobs[a], *y = &f->jobs[b];
+	double ea = eff_of(f, a), eb = eff_of(f, b);
+
+	if (x->prio != y->prio)
+		return x->prio > y->prio ? -1 : 1;
+	if (ea != eb)
+		return ea < eb ? -1 : 1;
+	return (x->id > y->id) - (x->id < y->id);
+}
+
+void plan_fair_order(const struct plan_job *jobs, size_t n, const double *eff, size_t *order)
+{
+	struct fair f = { jobs, eff };
+	int same = 1;
+
+	for (size_t j = 0; j < n; j++) {
+		order[j] = j;
+		same &= eff_of(&f, j) == eff_of(&f, 0);
+	}
+	if (!same)
+		qsort_r(order, n, sizeof *order, fair_cmp, &f);
+}
+
 void plan_free(struct plan_out *out)
 {
 	for (size_t i = 0; i < out->nwhy; i++)
@@ -930,6 +999,7 @@ void plan_free(struct plan_out *out)
 	for (size_t i = 0; i < out->nfull; i++)
 		free(out->full[i].text);
 	free(out->full);
+	free(out->limit);
 	free(out->place);
 	free(out->stage);
 	free(out->scards);

@@ -98,9 +98,20 @@
  *     the holder lets them go); when a
  *     preemption chooses the attempt it waits for; and when it could be
  *     placed now on free cards (a better placement).
+ *   - A lab's user limit: a GPU job whose owner's attempts hold (running,
+ *     pausing, staged: in->users[].held) and this pass placed or staged
+ *     cards that with its own NEED would pass the owner's max_gpus is
+ *     not placed, not staged, holds nothing, preempts nobody and is not
+ *     waiting for cards: it is told so (LIMIT), and the jobs behind it
+ *     go on.
  *   - When no free card is left (counted at the start on the reachable
  *     usable nodes, less the cards placed; held cards still count) and
  *     no CPU job is left to consider, the pass stops: `waiting`.
+ *
+ * The order (plan_fair_order, before the pass, in a lab's spool): jobs of
+ * equal priority are taken by their owners' effective usage, the least
+ * first (ties: the earlier job), FIFO within an owner; priority stays
+ * first.  The pass then takes IN->JOBS in that order as "dispatch order".
  */
 #ifndef CARDBATON_PLAN_H
 #define CARDBATON_PLAN_H
@@ -142,6 +153,14 @@ struct plan_job {
 	int blocked;            /* a dependency has not ended as it must */
 	long long begin;        /* wall ms: not placed before (0: none) */
 	size_t group;           /* its array's limit: in->groups[group - 1]; 0: none */
+	size_t user;            /* its owner in a lab's spool: in->users[user - 1]; 0: none */
+};
+
+/* A user of a lab's spool (SPEC §12): at most MAX_GPUS cards (LAB_NONE:
+ * no limit) held at once by the user's attempts, HELD of them now
+ * (running, pausing, staged). */
+struct plan_user {
+	long long max_gpus, held;
 };
 
 /* An array (or sweep) with a limit: at most MAX of its jobs running at
@@ -190,6 +209,8 @@ struct plan_in {
 	size_t nnodes;
 	const struct plan_group *groups;
 	size_t ngroups;
+	const struct plan_user *users;
+	size_t nusers;
 	long long reserve_after_seconds;
 };
 
@@ -205,6 +226,13 @@ struct plan_place {
 struct plan_why {
 	size_t job;
 	char *text;
+};
+
+/* JOB waits for its owner, USER (in->users), who holds HELD cards, to
+ * let some go: "waiting: user limit: alice holds 2 GPUs (max_gpus 2)". */
+struct plan_limit {
+	size_t job, user;
+	long long held;
 };
 
 /* Card INDEX of NODE is held for JOB (the job that held it first). */
@@ -243,6 +271,8 @@ struct plan_out {
 	struct plan_why *full;          /* sharing jobs left waiting for a card whose
 					   sharers are at max_jobs_per_gpu: which */
 	size_t nfull;
+	struct plan_limit *limit;       /* jobs over their owner's max_gpus */
+	size_t nlimit;
 	struct plan_hold *hold;
 	size_t nhold;
 	int waiting;                    /* GPU jobs wait: read the cards again soon */
@@ -274,6 +304,13 @@ enum dep_verdict plan_deps(const struct plan_dep *v, size_t n, size_t *which);
  * empty. */
 int plan(const struct plan_in *in, long long now, struct plan_out *out);
 void plan_free(struct plan_out *out);
+
+/* The fair share's order of JOBS[0..N) (given in dispatch order:
+ * priority, then ID) into ORDER, a permutation of 0..N-1: priority
+ * first, then the owner's effective usage, EFF[user - 1] (a job
+ * without a user counts 0), the least first, then the ID.  When every
+ * owner's is the same the order is the one given (no sort). */
+void plan_fair_order(const struct plan_job *jobs, size_t n, const double *eff, size_t *order);
 /* The slot of card INDEX in the snapshot G[0..N), or -1. */
 long plan_slot(const struct gpu_info *g, size_t n, int index);
 

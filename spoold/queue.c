@@ -155,7 +155,7 @@ int q_reposition(struct daemon *d, struct qent *e)
 	return 0;
 }
 
-struct qent *qent_from_job(const struct job *j, const char *name)
+struct qent *qent_from_job(struct daemon *d, const struct job *j, const char *name)
 {
 	struct qent *e = calloc(1, sizeof *e);
 	const char *node = j->checkpoint_node ? j->checkpoint_node : j->def.node;
@@ -172,6 +172,7 @@ struct qent *qent_from_job(const struct job *j, const char *name)
 	e->begin = j->def.begin;
 	e->group = j->max_running ? j->array_id : 0;
 	e->group_max = j->max_running;
+	e->user = tally_index(d, j);
 	if ((j->def.nafter && !(e->after = malloc(j->def.nafter * sizeof *e->after))) ||
 	    (j->def.nafter_any && !(e->after_any = malloc(j->def.nafter_any * sizeof *e->after_any))))
 		goto fail;
@@ -266,7 +267,7 @@ int r_add(struct daemon *d, const struct job *j, const char *aid, size_t node, i
 	e->redo = NULL;
 	e->nredo = 0;
 	if ((a && a->ngpus && !(e->cards = malloc(a->ngpus * sizeof *e->cards))) ||
-	    (a && a->state == AS_STAGED && !(e->ask = qent_from_job(j, "staged")))) {
+	    (a && a->state == AS_STAGED && !(e->ask = qent_from_job(d, j, "staged")))) {
 		rent_free(e);
 		return -1;
 	}
@@ -275,6 +276,7 @@ int r_add(struct daemon *d, const struct job *j, const char *aid, size_t node, i
 		e->ncards = a->ngpus;
 	}
 	e->staged = a && a->state == AS_STAGED;
+	e->user = tally_index(d, j);
 	d->nr++;
 	return 0;
 }

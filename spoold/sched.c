@@ -165,19 +165,65 @@ static void cards_taken(struct daemon *d, long long id)
 	d->nresv = n;
 }
 
-/* The plan's input: the queue in dispatch order and the nodes as they
- * are now, in JOBS[d->nq] and NODES[d->nnodes]; the limited arrays in
- * IDS and GROUPS (plan_groups); for preemption the running jobs in RUNS
- * and the kept cards in RESV. */
-static struct plan_in plan_input(struct daemon *d, struct plan_job *jobs,
-				 struct plan_node *nodes, long long *ids, struct plan_group *groups,
+/*
+ * A lab's spool: its users' limits and the cards they hold into USERS
+ * (room for d->ntally), and the queue in the fair share's order
+ * (plan_fair_order): JOBS and QV (the queue entries, in step) permuted.
+ * The number of users; 0 without a lab (or out of memory: the queue's
+ * own order then).
+ */
+static size_t plan_users(struct daemon *d, long long now, struct plan_job *jobs,
+			 struct qent **qv, struct plan_user *users)
+{
+	size_t nu = d->ntally;
+	double *eff = malloc((nu + 1) * sizeof *eff);
+	long long *held = malloc((nu + 1) * sizeof *held);
+	size_t *order = malloc((d->nq + 1) * sizeof *order);
+	struct plan_job *pj = malloc((d->nq + 1) * sizeof *pj);
+
+	if (!d->cfg.lab || !eff || !held || !order || !pj) {
+		if (d->cfg.lab)
+			logmsg("users: out of memory; the queue's order, no user limits, this pass");
+		nu = 0;
+		goto out;
+	}
+	tally_now(d, now, eff, held, NULL);
+	for (size_t u = 0; u < nu; u++)
+		users[u] = (struct plan_user){ .max_gpus = d->tally[u].lim->max_gpus, .held = held[u] };
+	for (size_t i = 0; i < d->nq; i++)
+		jobs[i].user = d->q[i]->user;
+	plan_fair_order(jobs, d->nq, eff, order);
+	memcpy(pj, jobs, d->nq * sizeof *pj);
+	for (size_t i = 0; i < d->nq; i++) {
+		jobs[i] = pj[order[i]];
+		qv[i] = d->q[order[i]];
+	}
+out:
+	free(eff);
+	free(held);
+	free(order);
+	free(pj);
+	return nu;
+}
+
+/* The plan's input: the queue in dispatch order (a lab's: the fair
+ * share's, plan_users) and the nodes as they are now, in JOBS[d->nq]
+ * (their queue entries in QV) and NODES[d->nnodes]; the limited arrays
+ * in IDS and GROUPS (plan_groups); a lab's users in USERS; for
+ * preemption the running jobs in RUNS and the kept cards in RESV. */
+static struct plan_in plan_input(struct daemon *d, long long now, struct plan_job *jobs,
+				 struct qent **qv, struct plan_node *nodes, long long *ids,
+				 struct plan_group *groups, struct plan_user *users,
 				 struct plan_run *runs, struct plan_job *asks, struct plan_resv *resv)
 {
-	size_t ngroups, nresv = plan_resv(d, resv);
+	size_t ngroups, nusers, nresv = plan_resv(d, resv);
 
-	for (size_t i = 0; i < d->nq; i++)
+	for (size_t i = 0; i < d->nq; i++) {
 		jobs[i] = plan_job_of(d->q[i]);
+		qv[i] = d->q[i];
+	}
 	ngroups = plan_groups(d, jobs, ids, groups);
+	nusers = plan_users(d, now, jobs, qv, users);
 	for (size_t k = 0; k < d->nnodes; k++) {
 		const struct node *n = &d->nodes[k];
 
@@ -192,11 +238,28 @@ static struct plan_in plan_input(struct daemon *d, struct plan_job *jobs,
 		nodes[d->r[i].node].njobs++;
 	plan_runs(d, runs, asks);
 	return (struct plan_in){ .jobs = jobs, .njobs = d->nq, .nodes = nodes, .nnodes = d->nnodes,
-				 .groups = groups, .ngroups = ngroups,
+				 .groups = groups, .ngroups = ngroups, .users = users, .nusers = nusers,
 				 .runs = runs, .nruns = d->nr, .resv = resv, .nresv = nresv,
 				 .preempt = d->cfg.preempt,
 				 .min_runtime_seconds = d->cfg.preempt_min_runtime,
 				 .reserve_after_seconds = d->cfg.reserve_after_seconds };
+}
+
+/* E waits for its owner to let cards go (plan.h LIMIT). */
+static void note_limit(struct daemon *d, struct qent *e, const struct plan_limit *l)
+{
+	const struct tally *t = &d->tally[l->user - 1];
+	char *why;
+
+	if (e->limit_noted)
+		return;
+	if (!(why = xasprintf("user limit: %s holds %lld GPU%s (max_gpus %lld)", t->name, l->held,
+			      l->held == 1 ? "" : "s", t->lim->max_gpus))) {
+		logmsg("job %lld: out of memory", e->id);
+		return;
+	}
+	note_waiting(d, e, why, WAIT_LIMIT);
+	free(why);
 }
 
 /* Launch what the plan placed, in its order. */
@@ -331,6 +394,8 @@ int schedule(struct daemon *d)
 	struct plan_run *runs = NULL;
 	struct plan_job *asks = NULL;
 	struct plan_resv *resv = NULL;
+	struct plan_user *users = NULL;
+	struct qent **qv = NULL;
 	long long *ids = NULL;
 	unsigned char *launched = NULL;
 	struct plan_in in;
@@ -360,16 +425,20 @@ int schedule(struct daemon *d)
 	runs = malloc((d->nr + 1) * sizeof *runs);
 	asks = malloc((d->nr + 1) * sizeof *asks);
 	resv = malloc((d->nresv + 1) * sizeof *resv);
-	if (!jobs || !nodes || !launched || !ids || !groups || !runs || !asks || !resv)
+	users = malloc((d->ntally + 1) * sizeof *users);
+	qv = malloc((d->nq + 1) * sizeof *qv);
+	if (!jobs || !nodes || !launched || !ids || !groups || !runs || !asks || !resv || !users || !qv)
 		goto out;
-	in = plan_input(d, jobs, nodes, ids, groups, runs, asks, resv);
+	in = plan_input(d, now, jobs, qv, nodes, ids, groups, users, runs, asks, resv);
 	if (plan(&in, now, &out) < 0)
 		goto out;
-	/* Before any launch: d->q is still the plan's list of jobs. */
+	/* Before any launch: QV is still the plan's list of jobs. */
 	for (size_t w = 0; w < out.nwhy; w++)
-		note_waiting(d, d->q[out.why[w].job], out.why[w].text, 0);
+		note_waiting(d, qv[out.why[w].job], out.why[w].text, WAIT_NEVER);
 	for (size_t w = 0; w < out.nfull; w++)
-		note_waiting(d, d->q[out.full[w].job], out.full[w].text, 1);
+		note_waiting(d, qv[out.full[w].job], out.full[w].text, WAIT_FULL);
+	for (size_t w = 0; w < out.nlimit; w++)
+		note_limit(d, qv[out.limit[w].job], &out.limit[w]);
 	launch_all(d, &in, &out, launched);
 	preempt_all(d, &in, &out);
 	stage_all(d, &in, &out);
@@ -413,5 +482,7 @@ out:
 	free(runs);
 	free(asks);
 	free(resv);
+	free(users);
+	free(qv);
 	return r;
 }

@@ -131,6 +131,20 @@ struct qent {
 	int dep_due;                    /* in d->dep_due (or the pass's): a look is due */
 	int dep_unsure;                 /* in d->unsure: looked at again at every end */
 	long long group, group_max;     /* its array's first ID and limit, when it has one */
+	size_t user;                    /* a lab's: its owner, d->tally[user - 1]; 0: none */
+	int limit_noted;                /* its "user limit" reason is on disk */
+};
+
+/* A user of a lab's spool, as the daemon counts (tally.c). */
+struct tally {
+	long long uid;                  /* owner_uid; -1: the jobs without an owner */
+	char *name;                     /* owner ("-": none) */
+	const struct lab_limits *lim;   /* the config's */
+	long long jobs;                 /* not ended (max_queued) */
+	long long pending;              /* being accepted (accept.c), not yet committed */
+	double usage;                   /* the attempts over: decayed, as of USAGE_AT */
+	long long usage_at;             /* wall ms */
+	double gpu_seconds;             /* the attempts over: plain cards x seconds */
 };
 
 /* A running or pausing job. */
@@ -167,6 +181,7 @@ struct rent {
 	int *cards;
 	size_t ncards;
 	struct qent *ask;
+	size_t user;                    /* a lab's: its owner, d->tally[user - 1]; 0: none */
 	int unstaging;
 	char **redo;
 	size_t nredo;
@@ -176,6 +191,10 @@ struct daemon {
 	struct config cfg;
 	struct spool sp;
 	gid_t lab_gid;                  /* a lab's spool (cfg.lab): its group */
+	struct tally *tally;            /* ... its users (tally.c) */
+	size_t ntally;
+	char *owner_name;               /* accept.c: the last owner's name, of OWNER_UID */
+	uid_t owner_uid;
 	struct node *nodes;
 	size_t nnodes;
 	struct qent **q;                /* dispatch order */
@@ -288,7 +307,7 @@ int q_insert(struct daemon *d, struct qent *e);
 void q_remove(struct daemon *d, struct qent *e);
 struct qent *q_find(const struct daemon *d, long long id);
 int q_reposition(struct daemon *d, struct qent *e);
-struct qent *qent_from_job(const struct job *j, const char *name);
+struct qent *qent_from_job(struct daemon *d, const struct job *j, const char *name);
 void qent_free(struct qent *e);
 struct rent *r_find(struct daemon *d, long long id);
 struct rent *r_find_aid(struct daemon *d, const char *aid);
@@ -303,6 +322,19 @@ void leases_taken(struct node *n, const struct rent *e);
 /* E has started (or is over): what it kept as a staged attempt goes
  * (its CARDS stay: those it leases). */
 void r_unstaged(struct rent *e);
+
+/* tally.c: a lab's users (jobs not ended, usage); nothing without a lab */
+struct tally *tally_of(struct daemon *d, long long uid, const char *name);
+size_t tally_index(struct daemon *d, const struct job *j);
+/* J went from FROM to its state (its last attempt just ended: ATTEMPT_ENDED). */
+void tally_step(struct daemon *d, const struct job *j, enum job_state from, int attempt_ended);
+void tally_load(struct daemon *d);      /* start-up: every record */
+/* Per user (d->tally's order) at NOW: EFF the effective usage (decayed
+ * usage, the running attempts' included, / shares), HELD the cards of
+ * its running, pausing and staged attempts, GPU_SECONDS (or NULL) its
+ * plain cards x seconds, ended and running. */
+void tally_now(const struct daemon *d, long long now, double *eff, long long *held,
+	       double *gpu_seconds);
 
 /* accept.c: submissions into the queue */
 /* Accept the files NAMES[0..N) of new/ (of incoming/: the recovery),
@@ -319,7 +351,8 @@ int apply_ctl(struct daemon *d, const char *name);
 void cancel_after_attempt(struct daemon *d, long long id, const char *req);
 /* E cannot be placed for a reason worth showing: its record's reason
  * becomes "waiting: WHY" (written only when it changes). */
-void note_waiting(struct daemon *d, struct qent *e, const char *why, int full);
+enum wait_kind { WAIT_NEVER, WAIT_FULL, WAIT_LIMIT };
+void note_waiting(struct daemon *d, struct qent *e, const char *why, enum wait_kind kind);
 /* Launch E on NODE's cards GPUS, or, with NAFTER attempts AFTER (the
  * baton), stage it there to start when they end (WHY: its reason). */
 int launch(struct daemon *d, struct qent *e, size_t node, const int *gpus, size_t ngpus,

@@ -847,6 +847,118 @@ static void test_share_cap(void)
 	CHECK(out.nfull == 0);
 }
 
+/* A lab's max_gpus: a job that would pass its owner's limit (cards
+ * held by running, pausing and staged attempts, and placed this pass)
+ * is not placed, holds nothing, and says so; the jobs behind it, of
+ * other users, take the cards.  No limit (LAB_NONE): as before. */
+static void test_user_limit(void)
+{
+	struct plan_user users[2];
+
+	/* alice (1) may hold 1, holds none; her two jobs and bob's (2). */
+	setup(1, 2, "");
+	in.reserve_after_seconds = 0;
+	users[0] = (struct plan_user){ .max_gpus = 1, .held = 0 };
+	users[1] = (struct plan_user){ .max_gpus = LAB_NONE, .held = 5 };
+	in.users = users;
+	in.nusers = 2;
+	add(1)->user = 1;
+	add(1)->user = 1;
+	add(1)->user = 2;
+	PLAN(NOW, "1@a:0 3@a:1", "");
+	CHECK(out.nlimit == 1 && out.limit[0].job == 1 && out.limit[0].user == 1 &&
+	      out.limit[0].held == 1);
+	/* Held already by her running attempts: none of hers; nothing held
+	 * for her (reserve_after 0 would hold at once), not waiting for her. */
+	setup(1, 2, "");
+	in.reserve_after_seconds = 0;
+	users[0].held = 1;
+	in.users = users;
+	in.nusers = 2;
+	add(1)->user = 1;
+	PLAN(NOW, "", "");
+	CHECK(out.nlimit == 1 && out.limit[0].held == 1 && !out.waiting);
+	/* A job of 2 with a limit of 2 and 1 held: over; one of 1 behind it
+	 * of hers fits. */
+	setup(1, 4, "");
+	users[0] = (struct plan_user){ .max_gpus = 2, .held = 1 };
+	in.users = users;
+	in.nusers = 2;
+	add(2)->user = 1;
+	add(1)->user = 1;
+	PLAN(NOW, "2@a:0", "");
+	CHECK(out.nlimit == 1 && out.limit[0].job == 0);
+	/* A CPU job is never held back by max_gpus. */
+	setup(1, 1, "");
+	users[0] = (struct plan_user){ .max_gpus = 0, .held = 0 };
+	in.users = users;
+	in.nusers = 1;
+	add(0)->user = 1;
+	PLAN(NOW, "1@a", "");
+	CHECK(out.nlimit == 0);
+	/* Nor staged past it: the card about to free goes to bob's job. */
+	setup(1, 1, "");
+	node[0].stage = 1;
+	gpu[0][0].lease = lease;
+	runs[0] = (struct plan_run){ .id = 50, .aid = lease, .started = LONG_AGO };
+	in.runs = runs;
+	in.nruns = 1;
+	users[0] = (struct plan_user){ .max_gpus = 1, .held = 1 };
+	users[1] = (struct plan_user){ .max_gpus = LAB_NONE, .held = 0 };
+	in.users = users;
+	in.nusers = 2;
+	add(1)->user = 1;
+	add(1)->user = 2;
+	CHECK(run(NOW) == 0);
+	CHECK(out.nstage == 1 && job[out.stage[0].job].id == 2);
+	CHECK(out.nplace == 0);
+}
+
+/* The fair share's order: priority first; among equal priorities the
+ * owner with the least effective usage, then the earlier job; FIFO
+ * within an owner; one user (or all equal): the order given. */
+static void test_fair_order(void)
+{
+	size_t order[MAXJ];
+	double eff[3] = { 36000, 0, 18000 };   /* alice 10 GPU-hours, bob none, carol 5 */
+	const char *want;
+	char b[128];
+
+	setup(1, 1, "");
+	add(1)->user = 1;               /* 1 alice */
+	add(1)->user = 1;               /* 2 alice */
+	add(1)->user = 2;               /* 3 bob */
+	add(1)->user = 3;               /* 4 carol */
+	add(1)->user = 2;               /* 5 bob */
+	job[4].prio = 0;
+	plan_fair_order(job, in.njobs, eff, order);
+	want = "3 5 4 1 2";
+	b[0] = 0;
+	for (size_t i = 0; i < in.njobs; i++)
+		snprintf(b + strlen(b), sizeof b - strlen(b), "%s%lld", i ? " " : "", job[order[i]].id);
+	CHECK_STR(b, want);
+	/* Priority stays first: alice's job of priority 5 before all. */
+	job[1].prio = 5;
+	plan_fair_order(job, in.njobs, eff, order);
+	CHECK(job[order[0]].id == 2);
+	/* Equal usage: the order given, untouched. */
+	job[1].prio = 0;
+	eff[0] = eff[1] = eff[2] = 7;
+	plan_fair_order(job, in.njobs, eff, order);
+	for (size_t i = 0; i < in.njobs; i++)
+		CHECK(order[i] == i);
+	/* shares 2 halves alice's: 36000 / 2 = 18000, as carol's: then the
+	 * earlier job first among them (1, 2 before 4). */
+	eff[0] = 18000;
+	eff[1] = 0;
+	eff[2] = 18000;
+	plan_fair_order(job, in.njobs, eff, order);
+	b[0] = 0;
+	for (size_t i = 0; i < in.njobs; i++)
+		snprintf(b + strlen(b), sizeof b - strlen(b), "%s%lld", i ? " " : "", job[order[i]].id);
+	CHECK_STR(b, "3 5 1 2 4");
+}
+
 /* Memory: a job with `mem` only on cards with that much in all (an
  * unknown total is not enough); one no card can hold says so and holds
  * nothing; a starving one holds only cards big enough. */
@@ -1279,6 +1391,8 @@ int main(void)
 	test_preempt();
 	test_share();
 	test_share_cap();
+	test_user_limit();
+	test_fair_order();
 	test_slurm();
 	test_baton();
 	plan_free(&out);
