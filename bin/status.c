@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <pwd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,9 +32,11 @@
 #include "common.h"
 
 static const char usage[] = "cardbaton-status [--config PATH] [--json] [--all] [--state S[,S...]] "
-			    "[--node N] [--name GLOB] [--since WHEN] [JOB_ID...]";
+			    "[--node N] [--name GLOB] [--since WHEN] [--user NAME[,NAME...]] [--mine] "
+			    "[JOB_ID...]";
 
-enum { OPT_JSON = OPT_TOOL_FIRST, OPT_ALL, OPT_STATE, OPT_NODE, OPT_NAME, OPT_SINCE };
+enum { OPT_JSON = OPT_TOOL_FIRST, OPT_ALL, OPT_STATE, OPT_NODE, OPT_NAME, OPT_SINCE, OPT_USER,
+       OPT_MINE };
 
 static const struct option longopts[] = {
 	COMMON_LONGOPTS,
@@ -43,6 +46,8 @@ static const struct option longopts[] = {
 	{ "node", required_argument, NULL, OPT_NODE },
 	{ "name", required_argument, NULL, OPT_NAME },
 	{ "since", required_argument, NULL, OPT_SINCE },
+	{ "user", required_argument, NULL, OPT_USER },
+	{ "mine", no_argument, NULL, OPT_MINE },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -52,12 +57,26 @@ static const struct option longopts[] = {
  * node's "N(slurm:JOBID)" too); --name: its name matches GLOB
  * (fnmatch(3); a job without a name never does); --since: it had not
  * ended before WHEN (live jobs, and finished ones that ended at or
- * after it).  A finished state in --state, or --since, reads done/ as
- * --all does.
+ * after it); --user: its owner is one of the names listed (a number
+ * with a passwd entry stands for its name too; a job without an owner
+ * never matches); --mine: its owner is the account running status (by
+ * name, or its number when it has none: lab_user_name).  A finished
+ * state in --state, or --since, reads done/ as --all does.
  */
 static unsigned want_states;            /* 1 << state; 0: any */
 static const char *want_node, *want_name;
 static long long want_since = -1;
+static char **want_users;               /* --user's names; NULL: any */
+static size_t nwant_users;
+static char *want_me;                   /* --mine: this account's name; NULL: any */
+
+static int user_listed(const char *owner)
+{
+	for (size_t i = 0; i < nwant_users; i++)
+		if (!strcmp(want_users[i], owner))
+			return 1;
+	return 0;
+}
 
 static int wanted(const struct status_view *v)
 {
@@ -73,7 +92,44 @@ static int wanted(const struct status_view *v)
 		return 0;
 	if (want_since >= 0 && job_state_final(v->state) && v->since < want_since)
 		return 0;
+	if (want_users && (!v->owner || !user_listed(v->owner)))
+		return 0;
+	if (want_me && (!v->owner || strcmp(v->owner, want_me)))
+		return 0;
 	return 1;
+}
+
+static void add_user(const char *name)
+{
+	want_users = realloc(want_users, (nwant_users + 1) * sizeof *want_users);
+	if (!want_users)
+		die(EX_OSERR_, "%s", strerror(ENOMEM));
+	want_users[nwant_users++] = must_asprintf("%s", name);
+}
+
+/* --user's list: names (or numbers), comma-separated, none empty; a
+ * number that is an account's and not a name is that account's name
+ * too (owners are recorded by name). */
+static void parse_users(const char *arg)
+{
+	char *copy = must_asprintf("%s", arg), *p = copy, *w;
+
+	if (!*arg)
+		usage_error(usage, "--user: no user given");
+	while ((w = strsep(&p, ","))) {
+		size_t n = strspn(w, "0123456789");
+
+		if (!*w)
+			usage_error(usage, "--user: '%s': an empty name", arg);
+		add_user(w);
+		if (n == strlen(w) && n <= 10 && !getpwnam(w)) {
+			struct passwd *pw = getpwuid((uid_t)strtoull(w, NULL, 10));
+
+			if (pw)
+				add_user(pw->pw_name);
+		}
+	}
+	free(copy);
 }
 
 /* --state's list: every word a state's name, or exit 64 naming it. */
@@ -96,11 +152,14 @@ static unsigned parse_states(const char *arg)
 	return set;
 }
 
-#define NCOL 9
-enum { C_ID, C_STATE, C_PRIO, C_NODE, C_GPUS, C_ATT, C_AGE, C_NAME, C_CMD };
+/* The columns (OWNER only in a lab's spool: C_OWNER is then left out
+ * of the cells, which are numbered as shown). */
+#define NCOL 10
+enum { C_ID, C_STATE, C_OWNER, C_PRIO, C_NODE, C_GPUS, C_ATT, C_AGE, C_NAME, C_CMD };
 static const char *const header[NCOL] = {
-	"ID", "STATE", "PRIO", "NODE", "GPUS", "ATT", "AGE", "NAME", "COMMAND",
+	"ID", "STATE", "OWNER", "PRIO", "NODE", "GPUS", "ATT", "AGE", "NAME", "COMMAND",
 };
+static int owner_col;                   /* a lab's spool: OWNER shown */
 
 static int json_out, show_all;
 static long long now;
@@ -198,6 +257,7 @@ static void add_view(struct status_view *v, int stable)
 		c->gpus = acopy(v->gpus);
 		c->name = acopy(v->name);
 		c->command = acopy(v->command);
+		c->owner = v->owner ? acopy(v->owner) : NULL;
 		if (json_out) {
 			c->own[4] = v->own[4];  /* the row owns it now */
 			v->own[4] = NULL;
@@ -544,34 +604,48 @@ struct cells {
 	char num[3][25];
 };
 
-/* The cells of a row (header: V NULL); when !NAMED, COMMAND in NAME's
- * place (the last of NCOL - 1). */
+/* The cells of a row (header: V NULL), as shown: OWNER's left out
+ * unless owner_col (the columns after it one to the left); when
+ * !NAMED, COMMAND in NAME's place (the last but one shown). */
 static void cells_of(const struct status_view *v, int named, struct cells *c)
 {
+	const char *s[NCOL];
+	size_t k = 0;
+
 	if (!v) {
-		memcpy(c->s, header, sizeof c->s);
+		memcpy(s, header, sizeof s);
 	} else {
-		c->s[C_ID] = fmt_ll(c->num[0], v->id);
-		c->s[C_STATE] = v->staged ? "staged" : job_state_name(v->state);
-		c->s[C_PRIO] = fmt_ll(c->num[1], v->priority);
-		c->s[C_NODE] = v->node;
-		c->s[C_GPUS] = v->gpus;
-		c->s[C_ATT] = fmt_ll(c->num[2], v->natt);
-		c->s[C_AGE] = age_of(v);
-		c->s[C_NAME] = v->name;
-		c->s[C_CMD] = v->command;
+		s[C_ID] = fmt_ll(c->num[0], v->id);
+		s[C_STATE] = v->staged ? "staged" : job_state_name(v->state);
+		s[C_OWNER] = v->owner ? v->owner : "-";
+		s[C_PRIO] = fmt_ll(c->num[1], v->priority);
+		s[C_NODE] = v->node;
+		s[C_GPUS] = v->gpus;
+		s[C_ATT] = fmt_ll(c->num[2], v->natt);
+		s[C_AGE] = age_of(v);
+		s[C_NAME] = v->name;
+		s[C_CMD] = v->command;
 	}
 	if (!named)
-		c->s[C_NAME] = c->s[C_CMD];
+		s[C_NAME] = s[C_CMD];
+	for (size_t i = 0; i < NCOL; i++)
+		if (i != C_OWNER || owner_col)
+			c->s[k++] = s[i];
 }
 
-/* The columns: all NCOL while rows are added (COMMAND, the last, does
- * not count), the NAME column dropped at the end when no job shown has
- * a name.  ID, PRIO and ATT right-aligned. */
-static struct table_cols cols = {
-	.ncol = NCOL, .right = 1u << C_ID | 1u << C_PRIO | 1u << C_ATT,
-};
+/* The columns: all those shown while rows are added (COMMAND, the
+ * last, does not count), the NAME column dropped at the end when no
+ * job shown has a name.  ID, PRIO and ATT right-aligned (cols_init). */
+static struct table_cols cols;
 static int named;
+
+static void cols_init(void)
+{
+	int o = owner_col ? 0 : 1;      /* the columns after OWNER move left */
+
+	cols.ncol = NCOL - (size_t)o;
+	cols.right = 1u << C_ID | 1u << (C_PRIO - o) | 1u << (C_ATT - o);
+}
 
 static void table_note(const struct status_view *v)
 {
@@ -587,7 +661,7 @@ static void print_table(void)
 	int width = term_width(), colour = use_colour();
 	struct cells c;
 
-	cols.ncol = named ? NCOL : NCOL - 1;
+	cols.ncol = named ? cols.ncol : cols.ncol - 1;
 	cells_of(NULL, named, &c);
 	table_cols_widen(&cols, c.s, NULL);
 	out_keep = colour;
@@ -641,6 +715,13 @@ int main(int argc, char **argv)
 				usage_error(usage, "--since: '%s' is not a time (2026-12-01T18:00:00Z, "
 					    "2026-12-01, or an age: 90m, 12h, 7d)", optarg);
 			break;
+		case OPT_USER:
+			parse_users(optarg);
+			break;
+		case OPT_MINE:
+			if (!want_me && !(want_me = lab_user_name(getuid())))
+				die(EX_OSERR_, "%s", strerror(ENOMEM));
+			break;
 		default:
 			usage_error(usage, "unknown option");
 		}
@@ -648,6 +729,8 @@ int main(int argc, char **argv)
 	for (int i = optind; i < argc; i++)
 		(void)arg_jobid(argv[i]);       /* usage errors before any output */
 	tool_config(&c);
+	owner_col = c.lab != NULL;
+	cols_init();
 	if (want_node && !config_node(&c, want_node))
 		die(EX_DATAERR_, "unknown node '%s' (not in %s)", want_node,
 		    c.path ? c.path : "the default config");
@@ -692,6 +775,10 @@ int main(int argc, char **argv)
 	arena_free();
 	status_read_free(&rd);
 	node_status_free(nodes, nnodes);
+	for (size_t i = 0; i < nwant_users; i++)
+		free(want_users[i]);
+	free(want_users);
+	free(want_me);
 	if (have_spool)
 		spool_close(&sp);
 	config_free(&c);

@@ -43,19 +43,20 @@
  * (all `status` reads for its table) and a JSON section (read too for
  * --json):
  *
- *   cardbaton-queued-index 3 VERSION
+ *   cardbaton-queued-index 4 VERSION
  *   queued DEV INO CTIME_NS MTIME_NS
  *   done DEV INO CTIME_NS MTIME_NS          or "done -" (not known)
  *   sections TABLE_BYTES JSON_BYTES
- *   j NAME INO CTIME DUP REV ID PRIO STATE SINCE NATT NODE GPUS JNAME COMMAND
+ *   j NAME INO CTIME DUP REV ID PRIO STATE OWNER SINCE NATT NODE GPUS JNAME COMMAND
  *   r NAME INO CTIME DUP                    one line per entry of queued/
  *   {"id":"42",...}                          per entry: its --json element,
  *   -                                        or "-" for an "r" entry
  *   end COUNT
  *
- * NODE GPUS JNAME COMMAND are the table's cells as status_view_of makes
- * them (status prints them as they are; only AGE is computed, from
- * SINCE); the element is verbatim (cJSON escapes every control
+ * OWNER NODE GPUS JNAME COMMAND are the table's cells as status_view_of
+ * makes them (status prints them as they are, and filters by OWNER:
+ * --user, --mine; only AGE is computed, from SINCE; OWNER is "%-" for
+ * a record without one); the element is verbatim (cJSON escapes every control
  * character: it holds no LF).  "r": not summarised (a stray entry, an
  * unreadable record): the reader reads it as without the index, with
  * the same warning.  DUP is 1 when done/ held a record of the ID.
@@ -76,9 +77,9 @@
 #include "names.h"
 #include "store.h"
 
-/* 3: the element has "begin" (an index of 2 is read as stale; its lines
- * are never kept). */
-#define MAGIC "cardbaton-queued-index 3 " CARDBATON_VERSION
+/* 3: the element has "begin"; 4: the line has OWNER (an index of an
+ * earlier version is read as stale; its lines are never kept). */
+#define MAGIC "cardbaton-queued-index 4 " CARDBATON_VERSION
 #define INDEX_CAP ((size_t)1 << 40)     /* never a limit in practice */
 #define DONE_PROBE_MAX 4096             /* more jobs than this: list done/ */
 
@@ -173,7 +174,8 @@ static int put_job(struct sbuf *t, struct sbuf *j, const char *name, long long i
 {
 	if (put_head(t, 0, name, ino, ctime, 0) < 0 || put_ll(t, v->rev) < 0 ||
 	    put_ll(t, v->id) < 0 || put_ll(t, v->priority) < 0 ||
-	    put_str(t, job_state_name(v->state)) < 0 || put_ll(t, v->since) < 0 ||
+	    put_str(t, job_state_name(v->state)) < 0 || put_str(t, v->owner) < 0 ||
+	    put_ll(t, v->since) < 0 ||
 	    put_ll(t, v->natt) < 0 || put_str(t, v->node) < 0 || put_str(t, v->gpus) < 0 ||
 	    put_str(t, v->name) < 0 || put_str(t, v->command) < 0 || sbuf_add(t, "\n", 1) < 0)
 		return -1;
@@ -421,7 +423,7 @@ static int parse_ent(struct cur *c, int write, struct index_ent *e, char **after
 	}
 	if (fld_ll(c, 0, LLONG_MAX, &e->v.rev) < 0 || fld_ll(c, 1, SEQ_MAX, &e->v.id) < 0 ||
 	    fld_ll(c, LLONG_MIN, LLONG_MAX, &e->v.priority) < 0 ||
-	    fld_state(c, &e->v.state) < 0 ||
+	    fld_state(c, &e->v.state) < 0 || fld_str(c, write, &e->v.owner) < 0 ||
 	    fld_ll(c, LLONG_MIN, LLONG_MAX, &e->v.since) < 0 ||
 	    fld_ll(c, 0, LLONG_MAX, &e->v.natt) < 0 ||
 	    fld_str(c, write, &e->v.node) < 0 || fld_str(c, write, &e->v.gpus) < 0 ||

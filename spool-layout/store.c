@@ -15,6 +15,7 @@
 
 #include "crash.h"
 #include "expand.h"
+#include "lab.h"
 #include "names.h"
 #include "store.h"
 
@@ -109,6 +110,7 @@ int spool_load_pending(struct spool *sp, enum spool_dir d, const char *name,
 	size_t len;
 	long long prio, seq, count;
 	struct stat st;
+	int seen;
 
 	memset(j, 0, sizeof *j);
 	if (read_named(sp->dir[d], name, JOBFILE_MAX, &buf, &len) < 0) {
@@ -119,7 +121,7 @@ int spool_load_pending(struct spool *sp, enum spool_dir d, const char *name,
 	}
 	j->id = id;
 	j->state = JS_QUEUED;
-	if (fstatat(sp->dir[d], name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+	if ((seen = fstatat(sp->dir[d], name, &st, AT_SYMLINK_NOFOLLOW) == 0))
 		j->submitted = j->queued_at = (long long)st.st_mtim.tv_sec * 1000 +
 					      st.st_mtim.tv_nsec / 1000000;
 	if (buf) {
@@ -133,8 +135,14 @@ int spool_load_pending(struct spool *sp, enum spool_dir d, const char *name,
 	j->priority = j->def.priority;
 	if (d == SD_NEW && name_classify_new(name, &prio, &seq, &count) > 0)
 		j->priority = prio;
+	/* Its owner as the daemon will record it, the file's (lab.h):
+	 * status --user and --mine see it before it is accepted. */
+	if (seen) {
+		j->owner = lab_user_name(st.st_uid);
+		j->owner_uid = (long long)st.st_uid;
+	}
 	if ((spool_pending_ids(d, name, &seq, &count) == 1 && pending_member(j, seq) < 0) ||
-	    !(j->reason = strdup("waiting for the daemon to accept it")))
+	    !(j->reason = strdup("waiting for the daemon to accept it")) || (seen && !j->owner))
 		return cb_err_sys(err, EX_OSERR_, "find");
 	return 0;
 }

@@ -242,7 +242,8 @@ int status_view_of(const struct job *j, int with_json, struct status_view *v)
 	v->gpus = v->own[0] = b.s;
 	if (r < 0 || view_str(v, 1, node ? node : "-", &v->node) < 0 ||
 	    view_str(v, 2, j->def.name ? j->def.name : "-", &v->name) < 0 ||
-	    !(v->command = v->own[3] = command_display(&j->def)))
+	    !(v->command = v->own[3] = command_display(&j->def)) ||
+	    (j->owner && view_str(v, 6, j->owner, &v->owner) < 0))
 		goto fail;
 	if (with_json) {
 		cJSON *o = job_status_json(j);
@@ -261,7 +262,7 @@ fail:
 
 void status_view_free(struct status_view *v)
 {
-	for (int k = 0; k < 6; k++)
+	for (int k = 0; k < (int)(sizeof v->own / sizeof v->own[0]); k++)
 		if (k != 4)
 			free(v->own[k]);
 	cJSON_free(v->own[4]);

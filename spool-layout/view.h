@@ -36,10 +36,13 @@ struct status_view {
 	const char *gpus;       /* GPUS: "0,1", "any:2" or "none" */
 	const char *name;       /* NAME, or "-" */
 	const char *command;    /* COMMAND: command_display */
+	const char *owner;      /* OWNER (a lab's spool): the owner's name, made printable;
+				   NULL: not known (a record from before owners) */
 	const char *json;       /* the `status --json` element, or NULL */
-	char *own[6];           /* status_view_of's allocations, freed by status_view_free
+	char *own[7];           /* status_view_of's allocations, freed by status_view_free
 				   alone: gpus, node and name when made printable, command,
-				   json (cJSON's), a Slurm node's "NODE(slurm:N)" */
+				   json (cJSON's), a Slurm node's "NODE(slurm:N)", the owner
+				   when made printable */
 };
 /* V from J; the --json element too when WITH_JSON.  0, or -1 with
  * errno ENOMEM. */

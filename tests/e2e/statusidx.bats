@@ -248,7 +248,7 @@ mixed_spool() {
 	views "$T/bad"
 	same "$T/bad" "$T/plain"
 	# Another version's.
-	sed '1s/index 2/index 99/' "$T/good.idx" > "$T/spool/queued.idx"
+	sed -E '1s/index [0-9]+ /index 99 /' "$T/good.idx" > "$T/spool/queued.idx"
 	views "$T/other"
 	same "$T/other" "$T/plain"
 	# A symbolic link to a good one: never followed.

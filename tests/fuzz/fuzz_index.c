@@ -52,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				continue;
 			}
 			FUZZ_CHECK(one_line(e->v.node) && one_line(e->v.gpus) && one_line(e->v.name) &&
-				   one_line(e->v.command));
+				   one_line(e->v.command) && (!e->v.owner || one_line(e->v.owner)));
 			FUZZ_CHECK(e->v.id >= 1 && e->v.id <= SEQ_MAX && e->v.state < JS_N);
 			FUZZ_CHECK(one_line(e->v.json) && e->v.json[0] == '{' &&
 				   e->v.json[strlen(e->v.json) - 1] == '}');

@@ -122,6 +122,7 @@ static int entry_matches(struct spool *sp, const struct index_ent *e, int with_j
 	     v.priority == e->v.priority && v.state == e->v.state && v.since == e->v.since &&
 	     v.natt == e->v.natt && same_str(v.node, e->v.node) && same_str(v.gpus, e->v.gpus) &&
 	     same_str(v.name, e->v.name) && same_str(v.command, e->v.command) &&
+	     same_str(v.owner, e->v.owner) &&
 	     (with_json ? same_str(v.json, e->v.json) : e->v.json == NULL);
 	status_view_free(&v);
 	job_free(&j);
@@ -269,9 +270,13 @@ int main(void)
 		put(&sp, &j);
 		job_free(&j);
 		mkjob(&j, 2, 5, "name with  spaces %41 %-\xc3\xa9", a2, NULL, "node-1");
+		j.owner = xstrdup("alice");     /* an owner (a lab's spool) */
+		j.owner_uid = 1001;
 		put(&sp, &j);
 		job_free(&j);
 		mkjob(&j, 3, -7, "", NULL, "while :; do echo %s\n; done", NULL);
+		j.owner = xstrdup("bob smith%\x01");     /* escaped; shown printable */
+		j.owner_uid = 1002;
 		put(&sp, &j);
 		job_free(&j);
 		mkjob(&j, 4, 0, "-", NULL, "echo 50%; exit", "n1");
@@ -305,6 +310,12 @@ int main(void)
 		}
 		CHECK(find(&ix, 5) && find(&ix, 5)->raw);
 		CHECK(find(&ix, 6) && find(&ix, 6)->raw);
+		/* The owners: as the view shows them (printable), none for
+		 * a record without. */
+		CHECK(find(&ix, 2) && find(&ix, 2)->v.owner && !strcmp(find(&ix, 2)->v.owner, "alice"));
+		CHECK(find(&ix, 3) && find(&ix, 3)->v.owner &&
+		      !strcmp(find(&ix, 3)->v.owner, "bob smith%?"));
+		CHECK(find(&ix, 1) && find(&ix, 1)->v.owner == NULL);
 		/* Dispatch order. */
 		CHECK(ix.n == 6 && ix.e[0].id == 2 && ix.e[5].id == 3);
 		index_free(&ix);

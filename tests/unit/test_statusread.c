@@ -21,7 +21,7 @@
 #include "spool.h"
 #include "t.h"
 
-#define MAGIC "cardbaton-queued-index 3 " CARDBATON_VERSION
+#define MAGIC "cardbaton-queued-index 4 " CARDBATON_VERSION
 
 static char *xstrdup(const char *s)
 {
@@ -71,14 +71,15 @@ static int parse_line(const char *line, struct spool_index *ix, char **buf)
 	return r;
 }
 
-/* A table line of job ID at PRIO, with SINCE and NODE as given. */
+/* A table line of job ID at PRIO, with SINCE and NODE as given, owned
+ * by alice. */
 static char *line_of(long long prio, long long id, long long rev, int dup, const char *since,
 		     const char *node)
 {
 	char *name = name_queued(prio, id), *l;
 
-	l = xasprintf("j %s 7 8 %d %lld %lld %lld queued %s 0 %s 0 - true", name, dup, rev, id,
-		      prio, since, node);
+	l = xasprintf("j %s 7 8 %d %lld %lld %lld queued alice %s 0 %s 0 - true", name, dup, rev,
+		      id, prio, since, node);
 	free(name);
 	return l;
 }
@@ -250,6 +251,7 @@ int main(void)
 			CHECK(r == (nums[i].ok ? 0 : -1));
 			if (r == 0) {
 				CHECK(ix.n == 1 && ix.e[0].v.since == nums[i].v);
+				CHECK_STR(ix.e[0].v.owner, "alice");
 				index_free(&ix);
 				free(buf);
 			}
@@ -288,19 +290,34 @@ int main(void)
 		/* The last field at the end of its line, and an empty one. */
 		{
 			char *name = name_queued(0, 1);
-			char *l = xasprintf("j %s 7 8 0 1 1 0 queued 5 0 - 0 - %%-", name);
+			char *l = xasprintf("j %s 7 8 0 1 1 0 queued %%- 5 0 - 0 - %%-", name);
 
 			CHECK(parse_line(l, &ix, &buf) < 0);        /* COMMAND NULL */
 			free(l);
-			l = xasprintf("j %s 7 8 0 1 1 0 queued 5 0 - 0 - ", name);
-			CHECK(parse_line(l, &ix, &buf) == 0);       /* COMMAND "" */
+			l = xasprintf("j %s 7 8 0 1 1 0 queued %%- 5 0 - 0 - ", name);
+			CHECK(parse_line(l, &ix, &buf) == 0);       /* COMMAND "", no OWNER */
 			if (buf) {
 				CHECK_STR(ix.e[0].v.command, "");
+				CHECK(ix.e[0].v.owner == NULL);
 				index_free(&ix);
 				free(buf);
 			}
 			free(l);
-			l = xasprintf("j %s 7 8 0 1 1 0 queued 5 0 - 0 - true ", name);
+			/* OWNER: a string (escaped as any cell), or "%-" for none;
+			 * a line of version 3 (no OWNER) is a field short. */
+			l = xasprintf("j %s 7 8 0 1 1 0 queued a%%20b 5 0 - 0 - true", name);
+			CHECK(parse_line(l, &ix, &buf) == 0);
+			if (buf) {
+				CHECK_STR(ix.e[0].v.owner, "a b");
+				CHECK(ix.e[0].v.since == 5);
+				index_free(&ix);
+				free(buf);
+			}
+			free(l);
+			l = xasprintf("j %s 7 8 0 1 1 0 queued 5 0 - 0 - true", name);
+			CHECK(parse_line(l, &ix, &buf) < 0);
+			free(l);
+			l = xasprintf("j %s 7 8 0 1 1 0 queued %%- 5 0 - 0 - true ", name);
 			CHECK(parse_line(l, &ix, &buf) < 0);        /* a field too many */
 			free(l);
 			free(name);
