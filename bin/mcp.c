@@ -101,6 +101,7 @@ static const char *const versions[] = { "2025-11-25", "2025-06-18", "2025-03-26"
 /* How an argument becomes words of the tool's argv. */
 enum akind {
 	A_STR,          /* string: FLAG VALUE */
+	A_STRS,         /* string, or array of strings: FLAG V or FLAG V1,V2 */
 	A_INT,          /* integer: FLAG N */
 	A_BOOL,         /* boolean: FLAG when true */
 	A_SIZE,         /* string (or integer MiB): FLAG M, e.g. 60G */
@@ -186,6 +187,10 @@ static const struct arg status_args[] = {
 	  "\"train-*\"." },
 	{ "since", "--since", A_STR, 0, "Only jobs that had not ended before this time: RFC 3339, "
 	  "YYYY-MM-DD, or an age such as \"90m\", \"12h\", \"7d\" (includes finished jobs)." },
+	{ "user", "--user", A_STRS, 0, "Only jobs owned by this user, or by one of these users "
+	  "(user names, e.g. \"alice\" or [\"alice\", \"bob\"]; each job's owner is in its "
+	  "\"owner\")." },
+	{ "mine", "--mine", A_BOOL, 0, "Only the jobs of the account this server runs as." },
 	{ NULL, NULL, 0, 0, NULL },
 };
 
@@ -227,7 +232,7 @@ static const struct tool tools[] = {
 	  NULL, AFTER_NEW_IDS, OK0, 0, 0, submit_args },
 	{ "status", "Show jobs", "The queue in dispatch order, then running and paused jobs "
 	  "(all: finished ones too), or the jobs named: {\"jobs\": [...], \"nodes\": [...]} "
-	  "with each job's state, reason, node, GPUs, exit_code and times.",
+	  "with each job's state, owner, reason, node, GPUs, exit_code and times.",
 	  "--json", AFTER_JSON, OK0, 1, 0, status_args },
 	{ "logs", "Read a job's output", "The standard output and error of one attempt of a job "
 	  "(fetched from its node), as text; the last 8 MiB when longer.",
@@ -509,6 +514,22 @@ static cJSON *schema_of(const struct arg *a)
 		items = chk(cJSON_CreateObject());
 		put(items, "type", chk(cJSON_CreateString("string")));
 		break;
+	case A_STRS: {
+		/* A string, or a non-empty array of strings. */
+		cJSON *any = chk(cJSON_CreateArray()), *one = chk(cJSON_CreateObject()),
+		      *many = chk(cJSON_CreateObject()), *it = chk(cJSON_CreateObject());
+
+		put(one, "type", chk(cJSON_CreateString("string")));
+		put(it, "type", chk(cJSON_CreateString("string")));
+		put(many, "type", chk(cJSON_CreateString("array")));
+		put(many, "items", it);
+		put(many, "minItems", chk(cJSON_CreateNumber(1)));
+		push(any, one);
+		push(any, many);
+		put(p, "anyOf", any);
+		put(p, "description", chk(cJSON_CreateString(a->desc)));
+		return p;
+	}
 	case A_ENV: case A_PARAM:
 		type = "object";
 		items = chk(cJSON_CreateObject());
@@ -664,6 +685,7 @@ static const char *kind_name(enum akind k)
 	case A_INT: return "an integer";
 	case A_BOOL: return "a boolean";
 	case A_SIZE: return "a string such as \"60G\"";
+	case A_STRS: return "a string or a non-empty array of strings without commas";
 	case A_INTS: return "a non-empty array of integers";
 	case A_IDS: case A_IDLIST: return "an array of job IDs (strings of digits)";
 	case A_ENV: return "an object of strings";
@@ -739,6 +761,16 @@ static int build_argv(const struct mcp *m, const struct tool *t, const cJSON *ar
 				word(&v, xdup(a->flag));
 				word(&v, xdup(x->valuestring));
 				job_given += !strcmp(a->flag, "--job");
+			}
+			break;
+		case A_STRS:
+			if (cJSON_IsString(x))
+				s = xdup(x->valuestring);
+			else if (!(s = join(x, str_text, &jwhy)))
+				bad = jwhy != NULL;
+			if (s) {
+				word(&v, xdup(a->flag));
+				word(&v, s);
 			}
 			break;
 		case A_INT: case A_SIZE:

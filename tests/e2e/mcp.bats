@@ -324,3 +324,34 @@ assert g["name"] == "local" and len(g["gpus"]) == 4, g
 s.close()
 '
 }
+
+@test "status's user and mine: the owner filters (a name or a list of names; a boolean), each job's owner in its element" {
+	a=$(sub --hold -- true)
+	b=$(sub --hold -- true)
+	me=$(id -un)
+	mcp_pipe \
+		'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"status","arguments":{"user":"'"$me"'"}}}' \
+		'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"status","arguments":{"user":["nobody-here","'"$me"'"],"job_ids":["'"$b"'"]}}}' \
+		'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"status","arguments":{"user":"nobody-here"}}}' \
+		'{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"status","arguments":{"mine":true}}}' \
+		'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"status","arguments":{"mine":true,"user":"nobody-here"}}}' \
+		'{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"status","arguments":{"user":[]}}}' \
+		'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"status","arguments":{"user":["a,b"]}}}' \
+		'{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"status","arguments":{"user":7}}}' \
+		'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"status","arguments":{"mine":"yes"}}}' \
+		'{"jsonrpc":"2.0","id":10,"method":"tools/list"}'
+	[ "${#lines[@]}" -eq 10 ]
+	ids() { grep "\"id\":$1," <<<"$output" | json '" ".join(j["id"] + ":" + j["owner"] for j in d["result"]["structuredContent"]["jobs"])'; }
+	err() { grep "\"id\":$1," <<<"$output" | json '[d["result"]["isError"], d["result"]["structuredContent"]["exit_code"]]'; }
+	[ "$(ids 1)" = "$a:$me $b:$me" ]
+	[ "$(ids 2)" = "$b:$me" ]
+	[ "$(ids 3)" = "" ]
+	[ "$(ids 4)" = "$a:$me $b:$me" ]
+	[ "$(ids 5)" = "" ]
+	for k in 6 7 8 9; do [ "$(err $k)" = '[true, 64]' ]; done
+	[[ $(grep '"id":8,' <<<"$output") == *"argument 'user' must be a string or a non-empty array of strings without commas"* ]]
+	# The schema: a string, or a non-empty array of strings; a boolean.
+	[ "$(grep '"id":10,' <<<"$output" | json '[t for t in d["result"]["tools"] if t["name"] == "status"][0]["inputSchema"]["properties"]["user"]["anyOf"]')" = \
+	  '[{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]' ]
+	[ "$(grep '"id":10,' <<<"$output" | json '[t for t in d["result"]["tools"] if t["name"] == "status"][0]["inputSchema"]["properties"]["mine"]["type"]')" = boolean ]
+}
