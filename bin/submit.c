@@ -446,6 +446,79 @@ static void parse_param(const char *val, struct job_def *f)
  * as the daemon will read it (more than JOB_MAX_MEMBERS, or a member
  * that breaks a limit once its {...} are replaced: a usage error).
  */
+/* A lab's count of one user's jobs not ended (status_read's views). */
+struct mine {
+	const char *me;
+	long long n;
+};
+
+static void count_mine(void *arg, struct status_view *v, int stable)
+{
+	struct mine *m = arg;
+
+	(void)stable;
+	m->n += v->owner && !strcmp(v->owner, m->me);
+}
+
+/* The user's submissions not accepted yet (new/, incoming/: the files
+ * are the user's, their jobs as many as their names hold). */
+static long long pending_mine(struct spool *sp, enum spool_dir dir)
+{
+	char **names;
+	size_t n;
+	long long count = 0;
+
+	if (spool_list(sp, dir, &names, &n) < 0)
+		die_sys(EX_OSERR_, "%s/%s", sp->path, spool_dir_name[dir]);
+	for (size_t i = 0; i < n; i++) {
+		long long prio, seq, members = 1;
+		struct stat st;
+
+		if (fstatat(sp->dir[dir], names[i], &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    st.st_uid != getuid() || !S_ISREG(st.st_mode))
+			continue;
+		if (name_classify_new(names[i], &prio, &seq, &members) < 0 &&
+		    spool_pending_ids(dir, names[i], &seq, &members) < 0)
+			continue;
+		count += members;
+	}
+	spool_list_free(names, n);
+	return count;
+}
+
+/*
+ * A lab's limits (SPEC §12) on the N jobs of JD, as the daemon will
+ * check them: a priority above the user's max_priority is 77; more jobs
+ * not ended than max_queued (these N counted: an array or sweep all or
+ * none) is 75, worth retrying once some have ended.
+ */
+static void check_limits(const struct config *c, struct spool *sp, const struct job_def *jd,
+			 long long n)
+{
+	char *me = lab_user_name(getuid());
+	const struct lab_limits *lim;
+	struct mine m = { me, 0 };
+	struct status_read r = { .job = count_mine, .arg = &m };
+	struct cb_err err = { 0 };
+
+	if (!me)
+		die(EX_OSERR_, "%s", strerror(ENOMEM));
+	lim = lab_limits_of(c->lab, me);
+	if (jd->priority > lim->max_priority)
+		die(EX_NOPERM_, "priority %lld is above %s's max_priority %lld", jd->priority, me,
+		    lim->max_priority);
+	if (lim->max_queued != LAB_NONE) {
+		if (status_read(sp, &r, &err) < 0)
+			die_err(&err);
+		status_read_free(&r);
+		m.n += pending_mine(sp, SD_NEW) + pending_mine(sp, SD_INCOMING);
+		if (m.n + n > lim->max_queued)
+			die(EX_TEMPFAIL_, "user limit: %s has %lld job%s not ended (max_queued %lld)", me,
+			    m.n, m.n == 1 ? "" : "s", lim->max_queued);
+	}
+	free(me);
+}
+
 static long long check_members(const struct job_def *jd, const char *fname)
 {
 	struct expander x;
@@ -666,6 +739,8 @@ int main(int argc, char **argv)
 		die_sys(EX_IOERR_, "standard output");
 	tool_spool(&c, &sp, 1);
 	check_deps(&sp, &jd);
+	if (c.lab)
+		check_limits(&c, &sp, &jd, nmembers);
 	if (spool_submit(&sp, &jd, &id, &nmembers, &err) < 0)
 		die_err(&err);
 	for (long long m = 0; m < nmembers; m++)

@@ -1,0 +1,135 @@
+#!/usr/bin/env bats
+# A lab's limits and fair share end to end (SPEC §12), with real
+# accounts (tests/lib/lab.bash): max_gpus keeps a user's next job
+# waiting with its reason while another's takes the free card; equal
+# priorities go to the user who has used the least, the same across a
+# kill -9 of the daemon, since usage is read from the records.  The
+# rules themselves are tests/unit/test_plan.c and test_lab.c on a fake
+# clock.
+
+load ../lib/common
+load ../lib/lab
+
+test_timeout 120
+
+setup_file() { lab_accounts cbf; }
+teardown_file() { lab_accounts_down cbf; }
+setup() {
+	setup_common
+	lab_setup
+}
+teardown() {
+	lab_teardown
+	teardown_common
+}
+
+# Two cards.
+two_cards() {
+	printf '%s\n' \
+		"0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA Fake A100, 0, 81920, 0" \
+		"1, GPU-11111111-1111-1111-1111-111111111111, NVIDIA Fake A100, 0, 81920, 0" \
+		> "$L/gpus/gpus.csv"
+}
+
+# $L/hold TAG: a job that says when it started ($L/started-TAG) and
+# runs until $L/go-TAG exists.
+hold_script() {
+	printf '#!/bin/sh\ndate +%%s%%N > "%s/started-$1"\nwhile [ ! -e "%s/go-$1" ]; do sleep 0.05; done\n' \
+		"$L" "$L" > "$L/hold"
+	chmod 0755 "$L/hold"
+}
+
+@test "max_gpus: 1: alice's second job waits with the reason and holds nothing, while bob's takes the free card" {
+	two_cards
+	hold_script
+	lab_config "  users:" "    $UA: {max_gpus: 1}"
+	lab_spool
+	a1=$(lsub "$UA" --gpu-count 1 -- "$L/hold" a1)
+	a2=$(lsub "$UA" --gpu-count 1 -- true)
+	b1=$(lsub "$UB" --gpu-count 1 -- "$L/hold" b1)
+	lab_daemon
+	wait_for 20 '[ "$(lab_field "$a1" state)" = running ] && [ "$(lab_field "$b1" state)" = running ]'
+	wait_for 10 '[ "$(lab_field "$a2" reason)" = "waiting: user limit: $UA holds 1 GPU (max_gpus 1)" ]'
+	[ "$(lab_field "$a2" state)" = queued ]
+	# Once alice's first ends, her second runs.
+	touch "$L/go-a1"
+	wait_for 20 '[ "$(lab_field "$a2" state)" = succeeded ]'
+	touch "$L/go-b1"
+	wait_for 20 '[ "$(lab_field "$b1" state)" = succeeded ]'
+	grep -q "user limit" "$T/daemon.log"
+}
+
+# A done record of USER's that used CARDS cards for HOURS hours, ending
+# now (written as the daemon would, with the daemon stopped): a job of
+# USER's run to its end, its attempt's times moved back.
+used() {
+	local u=$1 cards=$2 hours=$3 id rec
+	id=$(lsub "$u" --gpu-count "$cards" -- true)
+	lab_daemon
+	wait_for 20 '[ "$(lab_field "$id" state)" = succeeded ]'
+	stop_daemon
+	rec=$(lab_rec "$id")
+	python3 - "$rec" "$hours" <<'EOF'
+import json, sys, time
+p, h = sys.argv[1], float(sys.argv[2])
+r = json.load(open(p))
+now = int(time.time() * 1000)
+a = r["attempts"][-1]
+a["started_ms"] = now - int(h * 3600 * 1000)
+a["finished_ms"] = now
+open(p + ".new", "w").write(json.dumps(r, indent=2) + "\n")
+EOF
+	chmod 0640 "$rec.new"
+	chgrp "$LAB_GROUP" "$rec.new"
+	mv "$rec.new" "$rec"
+}
+
+@test "fair share: alice used 10 GPU-hours, bob none; of their equal-priority jobs (alice's queued first) bob's start first, and the same after kill -9" {
+	# One card: one job at a time, so the order is the start order.
+	printf '%s\n' "0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA Fake A100, 0, 81920, 0" \
+		> "$L/gpus/gpus.csv"
+	hold_script
+	lab_spool
+	used "$UA" 1 10
+	a1=$(lsub "$UA" --gpu-count 1 -- "$L/hold" a1)
+	a2=$(lsub "$UA" --gpu-count 1 -- "$L/hold" a2)
+	b1=$(lsub "$UB" --gpu-count 1 -- "$L/hold" b1)
+	b2=$(lsub "$UB" --gpu-count 1 -- "$L/hold" b2)
+	[ "$a1" -lt "$b1" ]
+	lab_daemon
+	wait_for 20 '[ "$(lab_field "$b1" state)" = running ]'
+	settle 0.5
+	[ "$(lab_field "$a1" state)" = queued ]
+	# The daemon dies; its successor reads the usage from the records.
+	kill -9 "$DAEMON_PID"
+	wait "$DAEMON_PID" 2>/dev/null || true
+	lab_daemon
+	touch "$L/go-b1"
+	wait_for 20 '[ "$(lab_field "$b2" state)" = running ]'
+	[ "$(lab_field "$a1" state)" = queued ]
+	touch "$L/go-b2"
+	wait_for 20 '[ "$(lab_field "$a1" state)" = running ]'
+	touch "$L/go-a1" "$L/go-a2"
+	wait_for 20 '[ "$(lab_field "$a2" state)" = succeeded ]'
+	# The start order: bob's two, then alice's in her own order.
+	[ "$(cat "$L/started-b1")" -lt "$(cat "$L/started-b2")" ]
+	[ "$(cat "$L/started-b2")" -lt "$(cat "$L/started-a1")" ]
+	[ "$(cat "$L/started-a1")" -lt "$(cat "$L/started-a2")" ]
+}
+
+@test "fair share: shares: 2 halves alice's usage -- 10 GPU-hours at 2 shares beside carol's 6 at 1: alice's job first" {
+	printf '%s\n' "0, GPU-00000000-0000-0000-0000-000000000000, NVIDIA Fake A100, 0, 81920, 0" \
+		> "$L/gpus/gpus.csv"
+	hold_script
+	lab_config "  users:" "    $UA: {shares: 2}"
+	lab_spool
+	used "$UA" 1 10
+	used "$UC" 1 6
+	c1=$(lsub "$UC" --gpu-count 1 -- "$L/hold" c1)
+	a1=$(lsub "$UA" --gpu-count 1 -- "$L/hold" a1)
+	lab_daemon
+	wait_for 20 '[ "$(lab_field "$a1" state)" = running ]'
+	[ "$(lab_field "$c1" state)" = queued ]
+	touch "$L/go-a1" "$L/go-c1"
+	wait_for 20 '[ "$(lab_field "$c1" state)" = succeeded ]'
+}
