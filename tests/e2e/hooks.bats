@@ -93,11 +93,12 @@ no_pending() { [ -z "$(ls -A "$T/spool/hooks")" ]; }
 	for id in $ok $bad $q $lost $can; do
 		[ "$(wc -l < "$T/h/$id.json")" -eq 1 ]
 		st --json "$id" | python3 -c '
-import json, sys
+import json, os, pwd, sys
 shown = json.load(sys.stdin)["jobs"][0]
 given = json.load(open(sys.argv[1]))
 assert given == shown, (given, shown)
 assert given["id"] == sys.argv[2] and given["state"] in ("succeeded", "failed", "cancelled", "lost")
+assert given["owner"] == pwd.getpwuid(os.getuid()).pw_name, given   # who submitted it
 ' "$T/h/$id.json" "$id"
 	done
 	# Nothing but the finished jobs' hooks is said in the log.
