@@ -396,10 +396,12 @@ static int parse_users(const struct yx_ctx *c, const struct yx_node *v,
 			oom(c->err, c->fname);
 			goto bad;
 		}
-		if (parse_limits(c, &v->kids[2 * i + 1], &kp, &l->users[l->nusers].lim,
-				 &sets[l->nusers]))
-			goto bad;
+		/* Counted at once: lab_conf_free frees its name if its
+		 * limits are bad. */
 		l->nusers++;
+		if (parse_limits(c, &v->kids[2 * i + 1], &kp, &l->users[l->nusers - 1].lim,
+				 &sets[l->nusers - 1]))
+			goto bad;
 	}
 	for (size_t u = 0; u < l->nusers; u++) {
 		struct lab_limits *x = &l->users[u].lim;

@@ -288,6 +288,228 @@ static void test_errors(void)
 	CHECK(strncmp(bad("nodes:\n  w: {local: true\n"), "config.yaml:3: ", 15) == 0);
 }
 
+/* ---- lab: (SPEC §12, lab.h) ------------------------------------------------ */
+
+#define W "nodes: {w: {local: true}}\n"
+
+static void test_lab(void)
+{
+	struct config c;
+	const struct lab_conf *l;
+	const struct lab_limits *x;
+
+	/* No lab: nothing of it. */
+	CHECK(parse_in(W, "/d", &c) == 0);
+	CHECK(c.lab == NULL);
+	config_free(&c);
+
+	/* The least: a group; the defaults for the rest. */
+	CHECK(parse_in(W "lab:\n  group: gpuq\n", "/d", &c) == 0);
+	CHECK((l = c.lab) != NULL);
+	if (l) {
+		CHECK_STR(l->group, "gpuq");
+		CHECK(l->nadmins == 0 && l->admins == NULL);
+		CHECK(l->half_life_hours == LAB_DEFAULT_HALF_LIFE && LAB_DEFAULT_HALF_LIFE == 168);
+		CHECK(l->def.max_gpus == LAB_NONE && l->def.max_queued == LAB_NONE);
+		CHECK(l->def.max_priority == PRIO_MAX && l->def.shares == 1);
+		CHECK(l->nusers == 0);
+		CHECK(lab_limits_of(l, "alice") == &l->def && lab_limits_of(l, NULL) == &l->def);
+	}
+	config_free(&c);
+	CHECK(c.lab == NULL);
+
+	/* The issue's example: a named user inherits what default gives
+	 * and it leaves out. */
+	CHECK(parse_in(W "lab:\n"
+		       "  group: gpuq                 # the members' Unix group (required)\n"
+		       "  admins: [carol]\n"
+		       "  fair_share: {half_life_hours: 168}\n"
+		       "  users:\n"
+		       "    default: {max_gpus: 8, max_queued: 1000, max_priority: 10, shares: 1}\n"
+		       "    alice: {max_gpus: 2, shares: 2}\n", "/d", &c) == 0);
+	CHECK((l = c.lab) != NULL);
+	if (l) {
+		CHECK(l->nadmins == 1 && l->admins && !strcmp(l->admins[0], "carol"));
+		CHECK(l->half_life_hours == 168);
+		CHECK(l->def.max_gpus == 8 && l->def.max_queued == 1000);
+		CHECK(l->def.max_priority == 10 && l->def.shares == 1);
+		CHECK(l->nusers == 1);
+		x = lab_limits_of(l, "alice");
+		CHECK(x != &l->def);
+		CHECK(x->max_gpus == 2 && x->shares == 2);
+		CHECK(x->max_queued == 1000 && x->max_priority == 10);
+		CHECK(lab_limits_of(l, "bob") == &l->def);
+		CHECK(lab_limits_of(l, "alic") == &l->def && lab_limits_of(l, "alicee") == &l->def);
+	}
+	config_free(&c);
+
+	/* default written after the users, or not at all: the same rule
+	 * (the built-in defaults where there is no default). */
+	CHECK(parse_in(W "lab:\n  users:\n    bob: {max_queued: 5}\n    alice: {}\n"
+		       "    default: {max_gpus: 3, max_priority: -2}\n  group: g\n", "/d", &c) == 0);
+	if ((l = c.lab)) {
+		CHECK(l->nusers == 2);
+		x = lab_limits_of(l, "bob");
+		CHECK(x->max_queued == 5 && x->max_gpus == 3 && x->max_priority == -2 && x->shares == 1);
+		x = lab_limits_of(l, "alice");
+		CHECK(x != &l->def && x->max_queued == LAB_NONE && x->max_gpus == 3 && x->max_priority == -2);
+	}
+	config_free(&c);
+	CHECK(parse_in(W "lab:\n  group: g\n  users:\n    alice: {max_gpus: 0}\n", "/d", &c) == 0);
+	if ((l = c.lab)) {
+		x = lab_limits_of(l, "alice");
+		CHECK(x->max_gpus == 0 && x->max_queued == LAB_NONE && x->max_priority == PRIO_MAX && x->shares == 1);
+	}
+	config_free(&c);
+	/* Every key given: none of default's. */
+	CHECK(parse_in(W "lab:\n  group: g\n  users:\n    default: {max_gpus: 1, max_queued: 1, max_priority: 1, shares: 1}\n"
+		       "    a.b_c-d: {max_gpus: 1000000000, max_queued: 0, max_priority: -99999999, shares: 1000000}\n",
+		       "/d", &c) == 0);
+	if ((l = c.lab)) {
+		x = lab_limits_of(l, "a.b_c-d");
+		CHECK(x->max_gpus == LAB_LIMIT_MAX && x->max_queued == 0);
+		CHECK(x->max_priority == -99999999 && x->shares == LAB_SHARES_MAX);
+	}
+	config_free(&c);
+
+	/* fair_share.half_life_hours: 0 (no decay) to 1000000. */
+	CHECK(parse_in(W "lab: {group: g, fair_share: {half_life_hours: 0}}\n", "/d", &c) == 0);
+	CHECK(c.lab && c.lab->half_life_hours == 0);
+	config_free(&c);
+	CHECK(parse_in(W "lab: {group: g, fair_share: {half_life_hours: 1000000}}\n", "/d", &c) == 0);
+	CHECK(c.lab && c.lab->half_life_hours == LAB_HALF_LIFE_MAX);
+	config_free(&c);
+	CHECK(parse_in(W "lab: {group: g, fair_share: {}}\n", "/d", &c) == 0);
+	CHECK(c.lab && c.lab->half_life_hours == 168);
+	config_free(&c);
+
+	/* admins: several; none (null). */
+	CHECK(parse_in(W "lab: {group: g, admins: [carol, root, a1]}\n", "/d", &c) == 0);
+	CHECK(c.lab && c.lab->nadmins == 3 && !strcmp(c.lab->admins[2], "a1"));
+	config_free(&c);
+	CHECK(parse_in(W "lab: {group: g, admins: ~}\n", "/d", &c) == 0);
+	CHECK(c.lab && c.lab->nadmins == 0);
+	config_free(&c);
+	/* A name of 32 characters, the most. */
+	CHECK(parse_in(W "lab:\n  group: g\n  users: {abcdefghijabcdefghijabcdefghij12: {shares: 3}}\n", "/d", &c) == 0);
+	CHECK(c.lab && c.lab->nusers == 1 &&
+	      lab_limits_of(c.lab, "abcdefghijabcdefghijabcdefghij12")->shares == 3);
+	config_free(&c);
+}
+
+static void test_lab_errors(void)
+{
+	/* group: required, a name. */
+	CHECK_STR(bad(W "lab:\n  admins: [carol]\n"),
+		  "config.yaml:3: lab: group: missing (the members' Unix group)");
+	CHECK_STR(bad(W "lab: {}\n"), "config.yaml:2: lab: group: missing (the members' Unix group)");
+	CHECK_STR(bad(W "lab:\n"), "config.yaml:2: lab: must be a mapping");
+	CHECK_STR(bad(W "lab: gpuq\n"), "config.yaml:2: lab: must be a mapping");
+	CHECK_STR(bad(W "lab: [gpuq]\n"), "config.yaml:2: lab: must be a mapping");
+	CHECK_STR(bad(W "lab:\n  group: ''\n"), "config.yaml:3: lab.group: must not be empty");
+	CHECK_STR(bad(W "lab:\n  group: ~\n"), "config.yaml:3: lab.group: must be a string");
+	CHECK_STR(bad(W "lab:\n  group: [gpuq]\n"), "config.yaml:3: lab.group: must be a string");
+	CHECK_STR(bad(W "lab:\n  group: -gpuq\n"),
+		  "config.yaml:3: lab.group: a group name is 1 to 32 letters, digits, '.', '_' and '-', not beginning with '-'");
+	CHECK_STR(bad(W "lab:\n  group: gpu q\n"),
+		  "config.yaml:3: lab.group: a group name is 1 to 32 letters, digits, '.', '_' and '-', not beginning with '-'");
+	CHECK_STR(bad(W "lab:\n  group: g/../x\n"),
+		  "config.yaml:3: lab.group: a group name is 1 to 32 letters, digits, '.', '_' and '-', not beginning with '-'");
+	CHECK_STR(bad(W "lab:\n  group: abcdefghijabcdefghijabcdefghij123\n"),
+		  "config.yaml:3: lab.group: a group name is 1 to 32 letters, digits, '.', '_' and '-', not beginning with '-'");
+	CHECK_STR(bad(W "lab:\n  group: \"g\\u00e9\"\n"),
+		  "config.yaml:3: lab.group: a group name is 1 to 32 letters, digits, '.', '_' and '-', not beginning with '-'");
+	CHECK_STR(bad(W "lab:\n  group: a\n  group: b\n"), "config.yaml:4: lab.group: duplicate key");
+	CHECK_STR(bad(W "lab: {group: a}\nlab: {group: b}\n"), "config.yaml:3: lab: duplicate key");
+
+	/* Unknown keys, at every level. */
+	CHECK_STR(bad(W "lab:\n  group: g\n  grup: h\n"), "config.yaml:4: lab.grup: unknown key");
+	CHECK_STR(bad(W "lab:\n  group: g\n  fair_share: {half_life: 1}\n"),
+		  "config.yaml:4: lab.fair_share.half_life: unknown key");
+	CHECK_STR(bad(W "lab:\n  group: g\n  users:\n    default: {max_gpu: 1}\n"),
+		  "config.yaml:5: lab.users.default.max_gpu: unknown key");
+	CHECK_STR(bad(W "lab:\n  group: g\n  users:\n    alice:\n      shares: 1\n      max_jobs: 2\n"),
+		  "config.yaml:7: lab.users.alice.max_jobs: unknown key");
+
+	/* admins: a list of user names. */
+	CHECK_STR(bad(W "lab:\n  group: g\n  admins: carol\n"), "config.yaml:4: lab.admins: must be a list");
+	CHECK_STR(bad(W "lab:\n  group: g\n  admins: [carol, [x]]\n"), "config.yaml:4: lab.admins[1]: must be a string");
+	CHECK_STR(bad(W "lab:\n  group: g\n  admins: [carol, 'bad name']\n"),
+		  "config.yaml:4: lab.admins: 'bad name': a user name is letters, digits, '.', '_' and '-'");
+	CHECK_STR(bad(W "lab:\n  group: g\n  admins: [-carol]\n"),
+		  "config.yaml:4: lab.admins: '-carol': a user name must not begin with '-'");
+	CHECK_STR(bad(W "lab:\n  group: g\n  admins: ['']\n"),
+		  "config.yaml:4: lab.admins: '': a user name is 1 to 32 characters");
+
+	/* fair_share. */
+	CHECK_STR(bad(W "lab:\n  group: g\n  fair_share: 168\n"), "config.yaml:4: lab.fair_share: must be a mapping");
+	CHECK_STR(bad(W "lab:\n  group: g\n  fair_share: {half_life_hours: -1}\n"),
+		  "config.yaml:4: lab.fair_share.half_life_hours: must be between 0 and 1000000");
+	CHECK_STR(bad(W "lab:\n  group: g\n  fair_share: {half_life_hours: 1000001}\n"),
+		  "config.yaml:4: lab.fair_share.half_life_hours: must be between 0 and 1000000");
+	CHECK_STR(bad(W "lab:\n  group: g\n  fair_share: {half_life_hours: 1.5}\n"),
+		  "config.yaml:4: lab.fair_share.half_life_hours: must be an integer");
+	CHECK_STR(bad(W "lab:\n  group: g\n  fair_share: {half_life_hours: '168'}\n"),
+		  "config.yaml:4: lab.fair_share.half_life_hours: must be an integer");
+	CHECK_STR(bad(W "lab:\n  group: g\n  fair_share: {half_life_hours: 99999999999999999999}\n"),
+		  "config.yaml:4: lab.fair_share.half_life_hours: must be between 0 and 1000000");
+
+	/* users: a mapping of names to limits. */
+	CHECK_STR(bad(W "lab:\n  group: g\n  users: [alice]\n"), "config.yaml:4: lab.users: must be a mapping");
+	CHECK_STR(bad(W "lab:\n  group: g\n  users:\n    alice: 2\n"), "config.yaml:5: lab.users.alice: must be a mapping");
+	CHECK_STR(bad(W "lab:\n  group: g\n  users:\n    alice:\n"), "config.yaml:5: lab.users.alice: must be a mapping");
+	CHECK_STR(bad(W "lab:\n  group: g\n  users:\n    'bad name': {shares: 1}\n"),
+		  "config.yaml:5: lab.users.bad name: a user name is letters, digits, '.', '_' and '-'");
+	CHECK_STR(bad(W "lab:\n  group: g\n  users:\n    -alice: {shares: 1}\n"),
+		  "config.yaml:5: lab.users.-alice: a user name must not begin with '-'");
+	CHECK_STR(bad(W "lab:\n  group: g\n  users:\n    abcdefghijabcdefghijabcdefghij123: {}\n"),
+		  "config.yaml:5: lab.users.abcdefghijabcdefghijabcdefghij123: a user name is 1 to 32 characters");
+	CHECK_STR(bad(W "lab:\n  group: g\n  users:\n    '': {}\n"),
+		  "config.yaml:5: lab.users.: a user name is 1 to 32 characters");
+	CHECK_STR(bad(W "lab:\n  group: g\n  users:\n    ../x: {}\n"),
+		  "config.yaml:5: lab.users.../x: a user name is letters, digits, '.', '_' and '-'");
+	CHECK_STR(bad(W "lab:\n  group: g\n  users:\n    alice: {}\n    alice: {shares: 2}\n"),
+		  "config.yaml:6: lab.users.alice: duplicate key");
+	CHECK_STR(bad(W "lab:\n  group: g\n  users:\n    default: {}\n    default: {shares: 2}\n"),
+		  "config.yaml:6: lab.users.default: duplicate key");
+
+	/* The limits' ranges: shares 1 to 1000000 (0 refused); max_gpus
+	 * and max_queued 0 to 1000000000 (negative refused); max_priority
+	 * a priority. */
+	CHECK_STR(bad(W "lab:\n  group: g\n  users:\n    default: {shares: 0}\n"),
+		  "config.yaml:5: lab.users.default.shares: must be between 1 and 1000000");
+	CHECK_STR(bad(W "lab:\n  group: g\n  users:\n    alice: {shares: 0}\n"),
+		  "config.yaml:5: lab.users.alice.shares: must be between 1 and 1000000");
+	CHECK_STR(bad(W "lab:\n  group: g\n  users:\n    alice: {shares: 1000001}\n"),
+		  "config.yaml:5: lab.users.alice.shares: must be between 1 and 1000000");
+	CHECK_STR(bad(W "lab:\n  group: g\n  users:\n    alice: {max_gpus: -1}\n"),
+		  "config.yaml:5: lab.users.alice.max_gpus: must be between 0 and 1000000000");
+	CHECK_STR(bad(W "lab:\n  group: g\n  users:\n    default: {max_gpus: -1}\n"),
+		  "config.yaml:5: lab.users.default.max_gpus: must be between 0 and 1000000000");
+	CHECK_STR(bad(W "lab:\n  group: g\n  users:\n    alice: {max_queued: -5}\n"),
+		  "config.yaml:5: lab.users.alice.max_queued: must be between 0 and 1000000000");
+	CHECK_STR(bad(W "lab:\n  group: g\n  users:\n    alice: {max_queued: 1000000001}\n"),
+		  "config.yaml:5: lab.users.alice.max_queued: must be between 0 and 1000000000");
+	CHECK_STR(bad(W "lab:\n  group: g\n  users:\n    alice: {max_priority: 100000000}\n"),
+		  "config.yaml:5: lab.users.alice.max_priority: must be between -99999999 and 99999999");
+	CHECK_STR(bad(W "lab:\n  group: g\n  users:\n    alice: {max_gpus: two}\n"),
+		  "config.yaml:5: lab.users.alice.max_gpus: must be an integer");
+	CHECK_STR(bad(W "lab:\n  group: g\n  users:\n    alice: {max_gpus: ~}\n"),
+		  "config.yaml:5: lab.users.alice.max_gpus: must be an integer");
+	CHECK_STR(bad(W "lab:\n  group: g\n  users:\n    alice: {max_gpus: 1, max_gpus: 2}\n"),
+		  "config.yaml:5: lab.users.alice.max_gpus: duplicate key");
+	/* An error after a named user was taken: nothing kept (under the
+	 * sanitizers, nothing leaked either). */
+	CHECK_STR(bad(W "lab:\n  group: g\n  users:\n    bob: {}\n    alice: {shares: 0}\n"),
+		  "config.yaml:6: lab.users.alice.shares: must be between 1 and 1000000");
+	CHECK_STR(bad(W "lab:\n  group: g\n  users:\n    bob: {}\n  fair_share: {half_life_hours: -1}\n"),
+		  "config.yaml:6: lab.fair_share.half_life_hours: must be between 0 and 1000000");
+	CHECK_STR(bad(W "lab:\n  admins: [a, b]\n  users:\n    bob: {}\n"),
+		  "config.yaml:3: lab: group: missing (the members' Unix group)");
+}
+
+#undef W
+
 /* ---- config_load ---------------------------------------------------------- */
 
 static void put(const char *path, const char *text)
@@ -517,6 +739,8 @@ int main(void)
 	test_spool_paths();
 	test_defaults();
 	test_errors();
+	test_lab();
+	test_lab_errors();
 	test_load();
 	test_slurm();
 	cb_err_free(&e);
