@@ -599,7 +599,10 @@ static void test_load(void)
 	setenv("HOME", p, 1);
 	free(p);
 
-	/* 1. Nothing anywhere: the embedded default. */
+	unsetenv("CARDBATON_CONFIG");
+
+	/* 1. Nothing anywhere (but perhaps /etc/cardbaton/config.yaml, the
+	 * machine's: not on a test machine): the embedded default. */
 	CHECK(config_load(NULL, &c, &e) == 0);
 	CHECK(c.path == NULL);
 	p = cat(top, "/state/cardbaton/spool");
@@ -663,7 +666,28 @@ static void test_load(void)
 	free(q);
 	free(p);
 
-	/* 4. ./config.yaml wins over both. */
+	/* 3b. $CARDBATON_CONFIG wins over XDG's; a file it names must be
+	 * there (never the next one); empty, it is not set. */
+	q = cat(top, "/state/env.yaml");
+	put(q, "nodes: {env-node: {local: true}}\n");
+	setenv("CARDBATON_CONFIG", q, 1);
+	CHECK(config_load(NULL, &c, &e) == 0);
+	CHECK_STR(c.path, q);
+	CHECK(config_node(&c, "env-node") != NULL && config_node(&c, "xdg-node") == NULL);
+	config_free(&c);
+	unlink(q);
+	CHECK(config_load(NULL, &c, &e) == -1);
+	CHECK(e.ex == EX_CONFIG_);
+	p = xasprintf("%s: No such file or directory", q);
+	CHECK_STR(e.msg, p);
+	free(p);
+	setenv("CARDBATON_CONFIG", "", 1);
+	CHECK(config_load(NULL, &c, &e) == -1);   /* XDG's, still the bad one */
+	CHECK(e.ex == EX_CONFIG_ && strstr(e.msg, "locale: unknown key") != NULL);
+	put(q, "nodes: {env-node: {local: true}}\n");
+	setenv("CARDBATON_CONFIG", q, 1);
+
+	/* 4. ./config.yaml wins over all of them. */
 	put("config.yaml", "nodes: {cwd-node: {ssh: h}}\n");
 	CHECK(config_load(NULL, &c, &e) == 0);
 	p = cat(top, "/work/config.yaml");
@@ -677,6 +701,10 @@ static void test_load(void)
 	put("config.yaml", "nodes: {cwd-node: {ssh: h, gpus: x}}\n");
 	CHECK(config_load(NULL, &c, &e) == -1);
 	CHECK_STR(e.msg, "config.yaml:1: nodes.cwd-node.gpus: must be a list");
+
+	unsetenv("CARDBATON_CONFIG");
+	unlink(q);
+	free(q);
 
 	/* 5. PATH given wins over everything; spool is relative to it. */
 	put("sub/c.yaml", "spool: data\nnodes: {path-node: {local: true}}\n");
