@@ -104,6 +104,13 @@ int lab_may_submit(const struct lab_conf *l, gid_t gid, uid_t uid, uid_t daemon_
 	return member;
 }
 
+long long lab_promote_prio(long long own, long long top, long long cap)
+{
+	long long p = top >= own ? top + 1 : own;
+
+	return p > cap ? (cap > own ? cap : own) : p;
+}
+
 /* ---- fair share ---------------------------------------------------------- */
 
 long long lab_half_life_ms(long long hours)

@@ -78,6 +78,17 @@ int lab_is_admin(const struct lab_conf *l, uid_t uid, uid_t daemon_uid);
  * admin. */
 int lab_may_submit(const struct lab_conf *l, gid_t gid, uid_t uid, uid_t daemon_uid);
 
+/*
+ * promote's new priority (SPEC §12, "Who may do what"; pure): a job of
+ * priority OWN goes one above TOP, the highest priority of the queued
+ * jobs it is to go ahead of (an admin's promote: every other queued job;
+ * a member's: the owner's other queued jobs; PRIO_MIN - 1 when there is
+ * none), or stays at OWN when it is above TOP already; never above CAP
+ * (an admin's: PRIO_MAX; a member's: the owner's max_priority), and
+ * never lowered by it: a job above CAP already keeps OWN.
+ */
+long long lab_promote_prio(long long own, long long top, long long cap);
+
 /* ---- fair share (pure) ---- */
 
 /* Half-life HOURS in ms; 0: no decay. */

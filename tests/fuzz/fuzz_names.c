@@ -1,6 +1,7 @@
 /*
  * fuzz_names.c - the file-name grammar (spool-layout/names.c, LAYOUT.md
- * section 2), the ctl/ request names (ctl.c) and parse_ll (util.c).
+ * section 2), the ctl/ request names and a node request's content
+ * (ctl.c) and parse_ll (util.c).
  *
  * Properties: what a parser accepts is exactly the canonical form its
  * writer makes (name_queued, name_plain, attempt_id), so one job or
@@ -14,6 +15,7 @@
 #include <limits.h>
 
 #include "spool.h"
+#include "yamlx.h"
 #include "fuzz.h"
 
 static int safe_name(const char *s)
@@ -91,8 +93,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 
 	if (ctl_parse_name(s, &id, &op) == 0) {
-		FUZZ_CHECK(id >= 1 && id <= SEQ_MAX && (unsigned)op < CTL_N);
+		FUZZ_CHECK(id >= 0 && id <= SEQ_MAX && (unsigned)op < CTL_N);
+		FUZZ_CHECK((id == 0) == CTL_NODE_OP(op));   /* a node's request: ID 0 */
 		FUZZ_CHECK(s[0] >= '0' && s[0] <= '9');
+	}
+	/* A node request's content (the bytes as given, NULs and all): a
+	 * node's name as one of its lines says it, of the config's grammar. */
+	{
+		char *node = NULL, *line;
+		int ck = -1;
+
+		if (ctl_parse_drain((const char *)data, size, &node, &ck) == 0) {
+			FUZZ_CHECK(node && !yx_node_name_problem(node) && (ck == 0 || ck == 1));
+			line = xasprintf("node %s", node);
+			FUZZ_CHECK(line && memmem(data, size, line, strlen(line)));
+			free(line);
+		}
+		free(node);
 	}
 
 	/* parse_ll against strtoll, over a range from the input's length. */
