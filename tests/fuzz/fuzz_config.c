@@ -8,7 +8,10 @@
  * one of ssh (not starting with '-') and local, eligible GPU indices
  * distinct and in range, a non-empty ssh_command whose first word is
  * not empty, on_finish (top level and per node) absent or the same,
- * and names that config_node finds.
+ * and names that config_node finds; a lab (lab:) has a group name,
+ * admins and users that are user names, users named once (never
+ * "default") whose limits lab_limits_of finds, and every limit in its
+ * range (a named user's unset ones default's).
  */
 #include "spool.h"
 #include "node.h"
@@ -16,6 +19,47 @@
 #include "fuzz.h"
 
 static int fuzz_init;
+
+/* A name of lab: (config.c user_name_problem): 1 to 32 of [A-Za-z0-9._-],
+ * not beginning with '-'. */
+static int lab_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (!n || n > 32 || s[0] == '-')
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-", s[i]))
+			return 0;
+	return 1;
+}
+
+static void lab_limits_ok(const struct lab_limits *x)
+{
+	FUZZ_CHECK(x->max_gpus == LAB_NONE || (x->max_gpus >= 0 && x->max_gpus <= LAB_LIMIT_MAX));
+	FUZZ_CHECK(x->max_queued == LAB_NONE || (x->max_queued >= 0 && x->max_queued <= LAB_LIMIT_MAX));
+	FUZZ_CHECK(x->max_priority >= PRIO_MIN && x->max_priority <= PRIO_MAX);
+	FUZZ_CHECK(x->shares >= 1 && x->shares <= LAB_SHARES_MAX);
+}
+
+static void lab_ok(const struct lab_conf *l)
+{
+	FUZZ_CHECK(l->group && lab_name_ok(l->group));
+	FUZZ_CHECK(!l->nadmins || l->admins);
+	for (size_t i = 0; i < l->nadmins; i++)
+		FUZZ_CHECK(l->admins[i] && lab_name_ok(l->admins[i]));
+	FUZZ_CHECK(l->half_life_hours >= 0 && l->half_life_hours <= LAB_HALF_LIFE_MAX);
+	lab_limits_ok(&l->def);
+	FUZZ_CHECK(lab_limits_of(l, NULL) == &l->def);
+	FUZZ_CHECK(lab_limits_of(l, "default") == &l->def);
+	for (size_t i = 0; i < l->nusers; i++) {
+		const struct lab_user *u = &l->users[i];
+
+		FUZZ_CHECK(u->name && lab_name_ok(u->name) && strcmp(u->name, "default"));
+		lab_limits_ok(&u->lim);
+		FUZZ_CHECK(lab_limits_of(l, u->name) == &u->lim);
+	}
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -32,7 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(err.ex == EX_CONFIG_ || err.ex == EX_OSERR_);
 		FUZZ_CHECK(!strncmp(err.msg, "config.yaml:", 12));
 		FUZZ_CHECK(fuzz_one_line(err.msg));
-		FUZZ_CHECK(c.nodes == NULL && c.spool == NULL && c.ssh_command == NULL);
+		FUZZ_CHECK(c.nodes == NULL && c.spool == NULL && c.ssh_command == NULL && c.lab == NULL);
 		cb_err_free(&err);
 		return 0;
 	}
@@ -70,6 +114,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		FUZZ_CHECK(config_node(&c, n->name) == n);
 	}
+	if (c.lab)
+		lab_ok(c.lab);
 	config_free(&c);
 	return 0;
 }
