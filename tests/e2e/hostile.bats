@@ -1081,6 +1081,83 @@ stray() {
 	says "cardbaton-status: $C:3: on_finish: duplicate key"
 }
 
+# lab_refused WHY: the daemon and every tool on $C exit 78 with the one
+# line "PROG: WHY".
+lab_refused() {
+	local tool args
+	run --separate-stderr cardbaton-spoold --config "$C" --once
+	failed 78 cardbaton-spoold
+	says "cardbaton-spoold: $1"
+	for tool in status submit cancel pause resume hold release promote logs wait gpus drain undrain \
+		metrics report top users; do
+		case $tool in
+		submit) args=(-- true) ;;
+		drain|undrain) args=(local) ;;
+		status|gpus|metrics|report|top|users) args=() ;;
+		*) args=(1) ;;
+		esac
+		run --separate-stderr "cardbaton-$tool" --config "$C" "${args[@]}"
+		failed 78 "cardbaton-$tool"
+		says "cardbaton-$tool: $1"
+	done
+}
+
+@test "a bad lab: config is 78 for the daemon and every tool, one line naming file:line: key: problem; a group or admin the machine lacks, the file and the name" {
+	local g="a group name is 1 to 32 letters, digits, '.', '_' and '-', not beginning with '-'"
+	while IFS='|' read -r v why; do
+		printf 'spool: ./spool\nlab: %s\nnodes:\n  local:\n    local: true\n' "$v" > "$C"
+		lab_refused "$C:2: ${why/GROUP/$g}"
+	done <<'CASES'
+gpuq|lab: must be a mapping
+[gpuq]|lab: must be a mapping
+{}|lab: group: missing (the members' Unix group)
+{admins: [carol]}|lab: group: missing (the members' Unix group)
+{group: ''}|lab.group: must not be empty
+{group: -gpuq}|lab.group: GROUP
+{group: 'a/b'}|lab.group: GROUP
+{group: g, grop: h}|lab.grop: unknown key
+{group: g, admins: carol}|lab.admins: must be a list
+{group: g, admins: ['../x']}|lab.admins: '../x': a user name is letters, digits, '.', '_' and '-'
+{group: g, fair_share: {half_life_hours: -1}}|lab.fair_share.half_life_hours: must be between 0 and 1000000
+{group: g, fair_share: {half_life_hours: 1000001}}|lab.fair_share.half_life_hours: must be between 0 and 1000000
+{group: g, fair_share: {half_life: 5}}|lab.fair_share.half_life: unknown key
+{group: g, users: [alice]}|lab.users: must be a mapping
+{group: g, users: {default: {shares: 0}}}|lab.users.default.shares: must be between 1 and 1000000
+{group: g, users: {alice: {max_gpus: -1}}}|lab.users.alice.max_gpus: must be between 0 and 1000000000
+{group: g, users: {alice: {max_queued: 1e3}}}|lab.users.alice.max_queued: must be an integer
+{group: g, users: {alice: {max_priority: 100000000}}}|lab.users.alice.max_priority: must be between -99999999 and 99999999
+{group: g, users: {alice: {max_gpu: 1}}}|lab.users.alice.max_gpu: unknown key
+{group: g, users: {-alice: {}}}|lab.users.-alice: a user name must not begin with '-'
+{group: g, users: {'a b': {}}}|lab.users.a b: a user name is letters, digits, '.', '_' and '-'
+CASES
+	# Block style: the line of the key itself.
+	printf 'spool: ./spool\nnodes:\n  local:\n    local: true\nlab:\n  group: gpuq\n  users:\n    default: {max_gpus: 8}\n    alice:\n      max_gpus: 2\n      shares: 0\n' > "$C"
+	lab_refused "$C:11: lab.users.alice.shares: must be between 1 and 1000000"
+	printf 'spool: ./spool\nnodes:\n  local:\n    local: true\nlab:\n  group: gpuq\n  users:\n    alice: {}\n    alice: {shares: 2}\n' > "$C"
+	lab_refused "$C:9: lab.users.alice: duplicate key"
+	# Well formed, but the machine has no such group or admin: the
+	# daemon names the file and the name (and a tool, once there is a
+	# spool); nothing is made.
+	printf 'spool: ./spool\nnodes:\n  local:\n    local: true\nlab:\n  group: cb-no-such-group\n' > "$C"
+	run --separate-stderr cardbaton-spoold --config "$C" --once
+	failed 78 cardbaton-spoold
+	says "cardbaton-spoold: $C: lab: group: no group 'cb-no-such-group'"
+	[ ! -e "$T/spool" ]
+	[ "$(id -u)" -eq 0 ] || return 0        # a spool of group root needs the daemon to be root
+	printf 'spool: ./spool\nnodes:\n  local:\n    local: true\nlab:\n  group: root\n  admins: [root]\n' > "$C"
+	run -0 cardbaton-spoold --config "$C" --once
+	printf 'spool: ./spool\nnodes:\n  local:\n    local: true\nlab:\n  group: root\n  admins: [root, cb-no-such-user]\n' > "$C"
+	run --separate-stderr cardbaton-spoold --config "$C" --once
+	failed 78 cardbaton-spoold
+	says "cardbaton-spoold: $C: lab: admins: no user 'cb-no-such-user'"
+	for tool in status submit cancel users; do
+		case $tool in submit) args=(-- true) ;; cancel) args=(1) ;; *) args=() ;; esac
+		run --separate-stderr "cardbaton-$tool" --config "$C" "${args[@]}"
+		failed 78 "cardbaton-$tool"
+		says "cardbaton-$tool: $C: lab: admins: no user 'cb-no-such-user'"
+	done
+}
+
 @test "a config whose gpu_refresh_seconds is not an integer from 0 to 86400 is 78 for the daemon, top and every tool, one line naming file:line: key" {
 	for v in -1 86401 99999999999999999999 30s 1.5 '[30]' '{a: 1}' '~' "''" true; do
 		printf 'spool: ./spool\nnodes:\n  local:\n    local: true\ngpu_refresh_seconds: %s\n' "$v" > "$C"
