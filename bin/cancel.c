@@ -27,6 +27,7 @@ int main(int argc, char **argv)
 	prog_init(argc, argv);
 	id = tool_one_job(argc, argv, usage);
 	tool_find_job(&c, &sp, id, &j);
+	tool_may_act(&c, &sp, &j, "cancel");
 	if (job_state_final(j.state))
 		die(EX_REFUSED, "job %lld already %s", id, job_state_name(j.state));
 	if (spool_ctl(&sp, id, CTL_CANCEL, CTL_NO_ARG, &err) < 0)

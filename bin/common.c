@@ -527,6 +527,24 @@ void tool_find_job(struct config *c, struct spool *sp, long long id, struct job 
 	free(name);
 }
 
+/* ---- who may do what (a lab's spool, SPEC §12) ----------------------------- */
+
+int tool_admin(const struct config *c, const struct spool *sp)
+{
+	return !c->lab || lab_is_admin(c->lab, getuid(), sp->uid);
+}
+
+void tool_may_act(const struct config *c, const struct spool *sp, const struct job *j,
+		  const char *op)
+{
+	if (!c->lab || tool_admin(c, sp) || (j->owner && (uid_t)j->owner_uid == getuid()))
+		return;
+	if (!j->owner)
+		die(EX_NOPERM_, "job %lld has no owner: only an admin may %s it", j->id, op);
+	die(EX_NOPERM_, "job %lld is %s's: only %s or an admin may %s it", j->id, j->owner,
+	    j->owner, op);
+}
+
 int tool_drain(int argc, char **argv, const char *usage, int on)
 {
 	static const struct option longopts[] = {
@@ -555,7 +573,12 @@ int tool_drain(int argc, char **argv, const char *usage, int on)
 		die(EX_NOINPUT_, "unknown node '%s' (not in %s)", p, c.path ? c.path : "the default config");
 	}
 	tool_spool(&c, &sp, 1);
-	if (spool_drain_set(&sp, config_node(&c, argv[optind])->name, on, ck, &err) < 0)
+	/* A lab's drain/ is the daemon's: an admin's request goes to ctl/. */
+	if (c.lab && !tool_admin(&c, &sp))
+		die(EX_NOPERM_, "only an admin may %s node %s", on ? "drain" : "undrain",
+		    config_node(&c, argv[optind])->name);
+	if (c.lab ? spool_ctl_drain(&sp, config_node(&c, argv[optind])->name, on, ck, &err) < 0 :
+	    spool_drain_set(&sp, config_node(&c, argv[optind])->name, on, ck, &err) < 0)
 		die_err(&err);
 	spool_close(&sp);
 	config_free(&c);
@@ -588,6 +611,7 @@ int tool_queued_op(int argc, char **argv, const char *usage, enum ctl_op op)
 		struct job j;
 
 		tool_find_job(&c, &sp, ids[i], &j);
+		tool_may_act(&c, &sp, &j, ctl_op_name[op]);
 		if (job_view_state(&j) != JS_QUEUED)
 			die(EX_REFUSED, "job %lld is %s, not queued", ids[i], job_state_name(j.state));
 		job_free(&j);

@@ -107,6 +107,15 @@ int tool_drain(int argc, char **argv, const char *usage, int on);
  * is) into J; exit 66 "no such job ID" when there is none. */
 void tool_find_job(struct config *c, struct spool *sp, long long id, struct job *j);
 
+/* Who may do what (SPEC §12): 1 when the caller (getuid) is an admin of
+ * C's lab, or C has no lab. */
+int tool_admin(const struct config *c, const struct spool *sp);
+/* In a lab's spool, exit 77 with one line unless the caller may OP
+ * ("cancel") job J: its owner, or an admin (a job without an owner:
+ * admins only).  Without a lab: nothing. */
+void tool_may_act(const struct config *c, const struct spool *sp, const struct job *j,
+		  const char *op);
+
 /* ---- output ------------------------------------------------------------- */
 
 /* Flush stdout and exit 74 with a line when writing it failed. */

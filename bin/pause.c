@@ -25,6 +25,7 @@ int main(int argc, char **argv)
 	prog_init(argc, argv);
 	id = tool_one_job(argc, argv, usage);
 	tool_find_job(&c, &sp, id, &j);
+	tool_may_act(&c, &sp, &j, "pause");
 	if (!j.def.resume_command)
 		die(EX_REFUSED, "job %lld is not resumable (it has no resume_command)", id);
 	if (job_view_state(&j) != JS_RUNNING && j.state != JS_PAUSING)

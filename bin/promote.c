@@ -7,7 +7,12 @@
  * incoming/ for the daemon) and drops a promote request into ctl/.
  * The daemon applies it, now or when it next starts: without
  * --priority the job gets one more than the highest priority of the
- * other queued jobs at that moment.
+ * other queued jobs at that moment.  In a lab's spool (SPEC §12) a
+ * member's promote of an own job counts only the member's other queued
+ * jobs and stops at the member's max_priority (lab.h
+ * lab_promote_prio; the daemon applies the same rule by the owner of
+ * the request's file), and a member's --priority above max_priority is
+ * refused here, 77.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,8 +52,13 @@ int main(int argc, char **argv)
 		usage_error(usage, argc == optind ? "no JOB_ID given" : "more than one JOB_ID");
 	id = arg_jobid(argv[optind]);
 	tool_find_job(&c, &sp, id, &j);
+	tool_may_act(&c, &sp, &j, "promote");
 	if (job_view_state(&j) != JS_QUEUED)
 		die(EX_REFUSED, "job %lld is %s, not queued", id, job_state_name(j.state));
+	if (c.lab && prio != CTL_NO_ARG && !tool_admin(&c, &sp) &&
+	    prio > lab_limits_of(c.lab, j.owner)->max_priority)
+		die(EX_NOPERM_, "--priority %lld: above %s's max_priority %lld (only an admin may)",
+		    prio, j.owner, lab_limits_of(c.lab, j.owner)->max_priority);
 	if (spool_ctl(&sp, id, CTL_PROMOTE, prio, &err) < 0)
 		die_err(&err);
 	job_free(&j);

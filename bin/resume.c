@@ -24,6 +24,7 @@ int main(int argc, char **argv)
 	prog_init(argc, argv);
 	id = tool_one_job(argc, argv, usage);
 	tool_find_job(&c, &sp, id, &j);
+	tool_may_act(&c, &sp, &j, "resume");
 	if (j.state != JS_PAUSED)
 		die(EX_REFUSED, "job %lld is %s, not paused", id, job_state_name(j.state));
 	if (spool_ctl(&sp, id, CTL_RESUME, CTL_NO_ARG, &err) < 0)

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -782,20 +783,115 @@ int yield_ask(struct daemon *d, struct rent *e, const char *why, const char *wor
 }
 
 /* promote's priority: ARG, or above everything else queued (staged
- * jobs too: they are queued, their seat kept on a node). */
-static long long promoted(const struct daemon *d, const struct qent *e, long long arg)
+ * jobs too: they are queued, their seat kept on a node).  A lab
+ * member's (MINE: the owner's limits): above the owner's other queued
+ * jobs only, at most max_priority (lab.h lab_promote_prio). */
+static long long promoted(const struct daemon *d, const struct qent *e, long long arg,
+			  const struct lab_limits *mine)
 {
 	long long top = PRIO_MIN - 1;
 
 	if (arg != CTL_NO_ARG)
 		return arg;
 	for (size_t i = 0; i < d->nq; i++)
-		if (d->q[i] != e && d->q[i]->prio > top)
+		if (d->q[i] != e && d->q[i]->prio > top && (!mine || d->q[i]->user == e->user))
 			top = d->q[i]->prio;
 	for (size_t i = 0; i < d->nr; i++)
-		if (d->r[i].staged && d->r[i].id != e->id && d->r[i].prio > top)
+		if (d->r[i].staged && d->r[i].id != e->id && d->r[i].prio > top &&
+		    (!mine || d->r[i].user == e->user))
 			top = d->r[i].prio;
-	return top >= e->prio ? (top + 1 > PRIO_MAX ? PRIO_MAX : top + 1) : e->prio;
+	return lab_promote_prio(e->prio, top, mine ? mine->max_priority : PRIO_MAX);
+}
+
+/*
+ * Who may do what (SPEC §12): in a lab's spool, request NAME about job
+ * ID, by the owner of its file (ST, as read), is the job's owner's or an
+ * admin's (a node's: an admin's); a member's promote --priority at most
+ * max_priority.  1: it may go on (*MINE: the owner's limits when the
+ * promote is a member's, else NULL); 0: refused (said, counted: the
+ * caller removes it).  A job that is not queued, running or paused is
+ * left to the step function to refuse.
+ */
+static int may_request(struct daemon *d, const char *name, long long id, enum ctl_op op,
+		       long long arg, const struct stat *st, const struct lab_limits **mine)
+{
+	struct cb_err err = { 0 };
+	enum spool_dir dir;
+	char *who = NULL, *rec = NULL, *why = NULL;
+	struct job j;
+	int ok = 1;
+
+	*mine = NULL;
+	if (!d->cfg.lab)
+		return 1;
+	/* A link to a file of another's is no request of theirs. */
+	if (st->st_nlink != 1) {
+		why = xasprintf("may not make a request of %ju links", (uintmax_t)st->st_nlink);
+		goto refuse;
+	}
+	if (lab_is_admin(d->cfg.lab, st->st_uid, d->sp.uid))
+		return 1;
+	if (CTL_NODE_OP(op)) {
+		why = xasprintf("may not %s a node (admins only)", ctl_op_name[op]);
+		goto refuse;
+	}
+	turn_settle(d, id);
+	if (locate(d, id, &dir, &rec) < 0)
+		return 1;
+	if (spool_load(&d->sp, dir, rec, &j, &err) < 0) {
+		cb_err_free(&err);
+		free(rec);
+		return 1;       /* the step function says so */
+	}
+	free(rec);
+	if (!j.owner || (uid_t)j.owner_uid != st->st_uid) {
+		why = xasprintf("may not %s job %lld (%s%s)", ctl_op_name[op], id,
+				j.owner ? j.owner : "it has no owner", j.owner ? "'s" : "");
+		ok = 0;
+	} else if (op == CTL_PROMOTE) {
+		*mine = lab_limits_of(d->cfg.lab, j.owner);
+		if (arg != CTL_NO_ARG && arg > (*mine)->max_priority) {
+			why = xasprintf("may not promote job %lld to priority %lld (max_priority %lld)",
+					id, arg, (*mine)->max_priority);
+			ok = 0;
+		}
+	}
+	job_free(&j);
+	if (ok)
+		return 1;
+refuse:
+	who = lab_user_name(st->st_uid);
+	logmsg("ctl/%s: %s %s: refused", name, who ? who : "?", why ? why : "out of memory");
+	metrics_refused(&d->metrics);
+	free(who);
+	free(why);
+	return 0;
+}
+
+/* A node's request NAME, BODY (LEN bytes): drain/NODE written or removed
+ * (spool_drain_set, as the tools do without a lab), then read as any
+ * change of drain/ is. */
+static void apply_drain(struct daemon *d, const char *name, enum ctl_op op, const char *body,
+			size_t len)
+{
+	struct cb_err err = { 0 };
+	const struct node_conf *nc;
+	char *node;
+	int ck;
+
+	if (ctl_parse_drain(body, len, &node, &ck) < 0) {
+		logmsg("ctl/%s: bad content; removed", name);
+		return;
+	}
+	if (!(nc = config_node(&d->cfg, node))) {
+		logmsg("ctl/%s: no node '%s' in the config; removed", name, node);
+	} else if (spool_drain_set(&d->sp, nc->name, op == CTL_DRAIN, ck, &err) < 0) {
+		write_failed(d, err.ex, err.msg);
+		cb_err_free(&err);
+	} else {
+		drain_read(d);
+	}
+	free(node);
 }
 
 /* Job ID's attempt is over, and REQ, a cancel request kept for it
@@ -821,6 +917,7 @@ int apply_ctl(struct daemon *d, const char *name)
 	size_t len;
 	struct rent *re;
 	unsigned long stalls = d->stalls;
+	const struct lab_limits *mine = NULL;
 	struct stat st;
 	int keep = 0;
 
@@ -835,7 +932,9 @@ int apply_ctl(struct daemon *d, const char *name)
 		logmsg("ctl/%s: not a control request; removed", name);
 		goto done;
 	}
-	if (read_capped(d->sp.dir[SD_CTL], name, 4096, &buf, &len) < 0) {
+	/* Opened O_NOFOLLOW | O_NONBLOCK; what is not a regular file is
+	 * not read. */
+	if (read_capped_stat(d->sp.dir[SD_CTL], name, 4096, &buf, &len, &st) < 0) {
 		if (errno == ENOENT)
 			return 0;
 		logmsg("ctl/%s: %s; removed", name, read_problem(errno));
@@ -849,6 +948,12 @@ int apply_ctl(struct daemon *d, const char *name)
 			goto done;
 		}
 	}
+	if (!may_request(d, name, id, op, arg, &st, &mine))
+		goto done;
+	if (CTL_NODE_OP(op)) {
+		apply_drain(d, name, op, buf, len);
+		goto done;
+	}
 	{
 		static const enum job_event ev_of[] = {
 			[CTL_CANCEL] = EV_CANCEL, [CTL_PROMOTE] = EV_PROMOTE,
@@ -861,7 +966,7 @@ int apply_ctl(struct daemon *d, const char *name)
 			[CTL_HOLD] = "not queued", [CTL_RELEASE] = "not queued",
 		};
 		struct qent *qe = q_find(d, id);
-		struct ev_arg a = { .prio = qe ? promoted(d, qe, arg) : arg };
+		struct ev_arg a = { .prio = qe ? promoted(d, qe, arg, mine) : arg };
 		char **v;
 
 		/* A hold or a promote of a staged job: it is asked back from

@@ -125,6 +125,11 @@ void metrics_paused(struct metrics *m)
 	m->pauses++;
 }
 
+void metrics_refused(struct metrics *m)
+{
+	m->refused++;
+}
+
 /* ---- the series ---------------------------------------------------------- */
 
 /* What walk() visits: a series' name with its labels, as it is printed
@@ -252,6 +257,10 @@ static void walk(struct metrics *m, struct visit *v)
 	count(v, "cardbaton_preemptions_total", NULL, &m->preemptions);
 	v->family(v, "cardbaton_pauses_total", "counter", "Pause requests (cardbaton pause) applied.");
 	count(v, "cardbaton_pauses_total", NULL, &m->pauses);
+	v->family(v, "cardbaton_requests_refused_total", "counter",
+		  "Control requests in ctl/ refused in a lab's spool: by someone who may not "
+		  "(not the job's owner or an admin; a drain: not an admin), or a link.");
+	count(v, "cardbaton_requests_refused_total", NULL, &m->refused);
 	v->family(v, "cardbaton_queue_wait_seconds", "histogram",
 		  "From a job entering the queue to its attempt's start.");
 	hist(v, "cardbaton_queue_wait_seconds", NULL, NULL, &m->wait, wait_le, WAIT_NB);

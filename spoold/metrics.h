@@ -55,6 +55,7 @@ struct metrics {
 	unsigned long long finished[JS_N];      /* jobs that ended, by final state */
 	unsigned long long preemptions;         /* running jobs asked to yield to another */
 	unsigned long long pauses;              /* `pause` requests applied */
+	unsigned long long refused;             /* a lab's ctl/ requests refused (who may) */
 	struct hist wait;                       /* queued_at to an attempt's start */
 	struct metrics_node *node;
 	size_t nnodes;
@@ -78,6 +79,7 @@ void metrics_step(struct metrics *m, const struct job *j, enum job_state from,
 		  enum att_state afrom, size_t node);
 void metrics_preempted(struct metrics *m);      /* a preemption asked a job to yield */
 void metrics_paused(struct metrics *m);         /* a `pause` request applied */
+void metrics_refused(struct metrics *m);        /* a ctl/ request refused: not the caller's */
 
 /* What the daemon holds now, for the gauges. */
 struct metrics_now {

@@ -100,6 +100,8 @@ static void test_steps(void)
 	CHECK(m.attempts[AS_RUNNING] == 0);
 	metrics_preempted(&m);
 	metrics_paused(&m);
+	metrics_refused(&m);
+	metrics_refused(&m);
 
 	CHECK((t = text_of(&m)) != NULL);
 	CHECK(value(t, "cardbaton_attempts_total{outcome=\"succeeded\"}") == 1);
@@ -107,6 +109,7 @@ static void test_steps(void)
 	CHECK(value(t, "cardbaton_jobs_finished_total{state=\"failed\"}") == 1);
 	CHECK(value(t, "cardbaton_preemptions_total") == 1);
 	CHECK(value(t, "cardbaton_pauses_total") == 1);
+	CHECK(value(t, "cardbaton_requests_refused_total") == 2);
 	CHECK(value(t, "cardbaton_queue_wait_seconds_bucket{le=\"1\"}") == 1);     /* job 3: 10 ms */
 	CHECK(value(t, "cardbaton_queue_wait_seconds_bucket{le=\"10\"}") == 3);
 	CHECK(value(t, "cardbaton_queue_wait_seconds_bucket{le=\"+Inf\"}") == 3);
@@ -148,6 +151,7 @@ static void test_steps(void)
 		CHECK(value(t2, "cardbaton_handoff_seconds_bucket{node=\"n1\",le=\"+Inf\"}") == 1);
 		CHECK(value(t2, "cardbaton_handoff_seconds_count{node=\"n1\"}") == 1);
 		CHECK(value(t2, "cardbaton_preemptions_total") == 1);
+		CHECK(value(t2, "cardbaton_requests_refused_total") == 2);    /* read back */
 		CHECK(m2.node[0].handoff.n[3] == 1 && m2.node[0].handoff.n[4] == 0);
 		free(t2);
 		metrics_free(&m2);
