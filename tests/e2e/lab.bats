@@ -74,8 +74,10 @@ bogus: 1
 		for d in incoming queued running paused done rejected nodes hooks drain; do
 			[ "$(mode "$LS/$d")" = "2750 root:$LAB_GROUP" ] || { echo "umask $m: $d: $(mode "$LS/$d")"; false; }
 		done
-		# No directory the list above leaves out, none of another group.
-		[ -z "$(find "$LS" -mindepth 1 -type d | grep -vxE "$LS/(tmp|new|ctl|incoming|queued|running|paused|done|rejected|nodes|hooks|drain)")" ]
+		# And any other directory there is (one made later on): 2750.
+		bad=$(find "$LS" -mindepth 1 -type d ! -path "$LS/tmp" ! -path "$LS/new" ! -path "$LS/ctl" \
+			\( ! -perm 2750 -o ! -user root \) -printf '%m %u %p\n')
+		[ -z "$bad" ] || { echo "umask $m: $bad"; false; }
 		[ -z "$(find "$LS" ! -group "$LAB_GROUP")" ]
 		[ "$(mode "$LS/seq")" = "660 root:$LAB_GROUP" ]
 		[ "$(mode "$LS/lock")" = "600 root:$LAB_GROUP" ]
