@@ -226,7 +226,7 @@ static int open_spool(struct spool *sp, const char *path, int create, int lab, g
 	int made = 0;
 
 	memset(sp, 0, sizeof *sp);
-	sp->fd = -1;
+	sp->fd = sp->drop_tmp = -1;
 	for (int i = 0; i < SD_N; i++)
 		sp->dir[i] = -1;
 	if (!(sp->path = strdup(path)))
@@ -278,6 +278,19 @@ static int open_spool(struct spool *sp, const char *path, int create, int lab, g
 	}
 	if (lab && daemon && lab_seq_files(sp, err) < 0)
 		goto fail;
+	/* A lab's daemon stages its own writes where no member can put a
+	 * file in the way of its temp names (tmp/ is theirs). */
+	if (lab && daemon) {
+		int fd;
+
+		if ((make_subdir(sp, "stage") < 0 && errno != EEXIST) ||
+		    (fd = open_subdir(sp, "stage", err)) < 0)
+			goto sys;
+		sp->drop_tmp = sp->dir[SD_TMP];
+		sp->dir[SD_TMP] = fd;
+		if (lab_check(sp, fd, "stage", gid, err) < 0)
+			goto fail;
+	}
 	if (make_id(sp, err) < 0)
 		goto fail;
 	return 0;
@@ -305,9 +318,11 @@ void spool_close(struct spool *sp)
 			close(sp->dir[i]);
 	if (sp->fd >= 0)
 		close(sp->fd);
+	if (sp->drop_tmp >= 0)
+		close(sp->drop_tmp);
 	free(sp->path);
 	memset(sp, 0, sizeof *sp);
-	sp->fd = -1;
+	sp->fd = sp->drop_tmp = -1;
 	for (int i = 0; i < SD_N; i++)
 		sp->dir[i] = -1;
 }
@@ -457,6 +472,79 @@ static int seq_read(struct spool *sp, int fd, long long *v, char bootw[40], int 
 	return 0;
 }
 
+/* Who holds the flock of FD's file, from /proc/locks: "pid 1234
+ * (bob)", or NULL (not found, no /proc, out of memory). */
+static char *lock_holder(int fd)
+{
+	struct stat st;
+	char line[256], *who = NULL;
+	FILE *f;
+
+	if (fstat(fd, &st) < 0 || !(f = fopen("/proc/locks", "re")))
+		return NULL;
+	while (!who && fgets(line, sizeof line, f)) {
+		unsigned long long ino;
+		long pid;
+		unsigned maj, min;
+
+		if (!strstr(line, "FLOCK") ||
+		    sscanf(line, "%*s %*s %*s %*s %ld %x:%x:%llu", &pid, &maj, &min, &ino) != 4 ||
+		    ino != (unsigned long long)st.st_ino)
+			continue;
+		{
+			char path[64], sl[256], *name = NULL;
+			FILE *s;
+			unsigned long uid;
+
+			snprintf(path, sizeof path, "/proc/%ld/status", pid);
+			if ((s = fopen(path, "re"))) {
+				while (!name && fgets(sl, sizeof sl, s))
+					if (sscanf(sl, "Uid: %lu", &uid) == 1)
+						name = lab_user_name((uid_t)uid);
+				fclose(s);
+			}
+			who = name ? xasprintf("pid %ld (%s)", pid, name) : xasprintf("pid %ld", pid);
+			free(name);
+		}
+	}
+	fclose(f);
+	return who;
+}
+
+/* Take seq.lock (LK).  A lab's (LAYOUT.md §15): any member may hold it
+ * -- a flock needs no more than the read access they have -- so it is
+ * never waited for without a bound: the daemon tries for
+ * SEQ_LOCK_DAEMON_MS (it then leaves new/ for a later try, LAYOUT.md
+ * §15), a tool for SEQ_LOCK_TOOL_MS; then EX_TEMPFAIL_ naming who holds
+ * it, errno EWOULDBLOCK. */
+#define SEQ_LOCK_DAEMON_MS 20
+#define SEQ_LOCK_TOOL_MS 10000
+static int seq_lock(struct spool *sp, int lk, struct cb_err *err)
+{
+	long long give_up = mono_ms() + (sp->drop_tmp >= 0 ? SEQ_LOCK_DAEMON_MS : SEQ_LOCK_TOOL_MS);
+	char *who;
+	int r;
+
+	if (!sp->lab) {
+		while (flock(lk, LOCK_EX) < 0)
+			if (errno != EINTR)
+				return cb_err_sys(err, EX_OSERR_, "%s/seq.lock", sp->path);
+		return 0;
+	}
+	while ((r = lock_try(lk, LOCK_EX)) == 0 && mono_ms() < give_up)
+		usleep(1000);
+	if (r > 0)
+		return 0;
+	if (r < 0)
+		return cb_err_sys(err, EX_OSERR_, "%s/seq.lock", sp->path);
+	who = lock_holder(lk);
+	cb_err_set(err, EX_TEMPFAIL_, "%s/seq.lock: held by %s; no job ID can be taken until it "
+		   "lets go", sp->path, who ? who : "another process");
+	free(who);
+	errno = EWOULDBLOCK;
+	return -1;
+}
+
 /*
  * Under seq.lock: the counter becomes at least FLOOR (a name that
  * carried its own number), then COUNT more numbers are handed out, the
@@ -486,11 +574,13 @@ static int seq_update(struct spool *sp, long long floor, long long count, long l
 
 	if (lk < 0)
 		return root_file_err(sp, "seq.lock", write_ex(), err);
-	while (flock(lk, LOCK_EX) < 0)
-		if (errno != EINTR) {
-			cb_err_sys(err, EX_OSERR_, "%s/seq.lock", sp->path);
-			goto out;
-		}
+	if (seq_lock(sp, lk, err) < 0) {
+		int e = errno;
+
+		close(lk);
+		errno = e;
+		return -1;
+	}
 	boot_id(boot);
 	if ((fd = openat(sp->fd, "seq", O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)) >= 0) {
 		if (seq_read(sp, fd, &v, bootw, &fixed, err) < 0)

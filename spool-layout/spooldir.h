@@ -29,6 +29,8 @@ struct spool {
 	char id[9];             /* 8 hex digits, from the file "id" */
 	mode_t fmode, dmode;    /* of what it creates: 0600/0700, or shared (spool_open) */
 	int lab;                /* a lab's spool (lab.h, LAYOUT.md §15): spool_open_lab */
+	int drop_tmp;           /* a lab's daemon: the members' tmp/ (DIR[SD_TMP] is then
+				   its own stage/, which no member can write), else -1 */
 	uid_t uid;              /* the spool's owner: the daemon's account */
 };
 

@@ -125,6 +125,23 @@ static char *incoming_name(const struct sub *s)
 
 static int queue_incoming(struct daemon *d, struct sub *v, size_t n);
 
+/* No job ID could be taken (ERR).  A lab's seq.lock held by someone
+ * (errno EWOULDBLOCK: any member can hold it, LAYOUT.md §15) is not a
+ * stall: what needs IDs waits in new/ and is tried again shortly
+ * (main.c), said once until it works; anything else is write_failed's. */
+static void seq_failed(struct daemon *d, struct cb_err *err)
+{
+	if (errno == EWOULDBLOCK && d->cfg.lab) {
+		if (!d->seq_busy)
+			logmsg("%s; new/ waits", err->msg ? err->msg : "seq.lock: held");
+		d->seq_busy = 1;
+		d->accept_retry_at = mono_now() + ACCEPT_RETRY_MS;
+	} else {
+		write_failed(d, err->ex, err->msg);
+	}
+	cb_err_free(err);
+}
+
 /* Move S from new/ to incoming/ under its ID(s) -- fresh ones when its
  * name's own are taken there: 0, or -1 with errno (ENOENT: it is gone;
  * EAGAIN: no fresh ID, write_failed said why). */
@@ -134,8 +151,7 @@ static int claim(struct daemon *d, struct sub *s)
 
 	for (;;) {
 		if (!s->seq && spool_seq_block(&d->sp, 0, s->count, &s->seq, &err) < 0) {
-			write_failed(d, err.ex, err.msg);
-			cb_err_free(&err);
+			seq_failed(d, &err);
 			errno = EAGAIN;
 			return -1;
 		}
@@ -190,10 +206,10 @@ int accept_new(struct daemon *d, char *const *names, size_t n)
 		nv++;
 	}
 	if (nv && spool_seq_block(&d->sp, floor, fresh, &first, &err) < 0) {
-		write_failed(d, err.ex, err.msg);
-		cb_err_free(&err);
+		seq_failed(d, &err);
 		goto out;
 	}
+	d->seq_busy = 0;
 	for (size_t i = 0; i < nv; i++) {
 		if (!v[i].seq) {
 			v[i].seq = first;
@@ -339,8 +355,7 @@ static int name_as_block(struct daemon *d, struct sub *s, long long n)
 	char *bn;
 
 	if (n > 1 && spool_seq_block(&d->sp, 0, n, &first, &err) < 0) {
-		write_failed(d, err.ex, err.msg);
-		cb_err_free(&err);
+		seq_failed(d, &err);
 		return -1;
 	}
 	if (!(bn = name_block(first, n)))

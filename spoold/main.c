@@ -91,11 +91,10 @@ static int writer_gone(const char *name)
 
 /* Start-up: temp files of writers that died (a crash mid-write), and
  * any older than TMP_MAX_AGE, are removed; tmp/ holds nothing else. */
-static void clean_tmp(struct daemon *d)
+static void clean_dir(struct daemon *d, int fd, const char *name)
 {
 	struct stat st;
 	time_t now = time(NULL);
-	int fd = d->sp.dir[SD_TMP];
 	DIR *dir;
 	struct dirent *e;
 
@@ -111,11 +110,20 @@ static void clean_tmp(struct daemon *d)
 		if (fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
 		if (!S_ISREG(st.st_mode))       /* no writer makes these */
-			logmsg("%s/tmp/%s: %s; ignored", d->sp.path, e->d_name, stray_kind(&st));
+			logmsg("%s/%s/%s: %s; ignored", d->sp.path, name, e->d_name, stray_kind(&st));
 		else if (now - st.st_mtime > TMP_MAX_AGE || writer_gone(e->d_name))
 			unlinkat(dirfd(dir), e->d_name, 0);
 	}
 	closedir(dir);
+}
+
+/* The temp files of writers gone: in tmp/ (a lab's: its members' tmp/
+ * and the daemon's own stage/, LAYOUT.md §15). */
+static void clean_tmp(struct daemon *d)
+{
+	clean_dir(d, d->sp.dir[SD_TMP], d->sp.drop_tmp >= 0 ? "stage" : "tmp");
+	if (d->sp.drop_tmp >= 0)
+		clean_dir(d, d->sp.drop_tmp, "tmp");
 }
 
 /* rejected/NAME is a submission the daemon refused (it may be anything
@@ -713,6 +721,12 @@ static int timers(struct daemon *d)
 	hooks_timers(d, now, &next);
 	if (d->stalled && now >= d->stall_retry_at)
 		stall_retry(d);
+	if (d->accept_retry_at && now >= d->accept_retry_at) {
+		d->accept_retry_at = 0;
+		scan_dir(d, SD_NEW);
+	}
+	if (d->accept_retry_at && d->accept_retry_at < next)
+		next = d->accept_retry_at;
 	if (d->next_reconcile && now >= d->next_reconcile)
 		reconcile_all(d);
 	if (d->next_begin && now >= d->next_begin) {

@@ -193,6 +193,8 @@ struct daemon {
 	gid_t lab_gid;                  /* a lab's spool (cfg.lab): its group */
 	struct tally *tally;            /* ... its users (tally.c) */
 	size_t ntally;
+	int seq_busy;                   /* a lab's seq.lock was held: said (accept.c) */
+	long long accept_retry_at;      /* mono ms: new/ read again then (seq_busy) */
 	char *owner_name;               /* accept.c: the last owner's name, of OWNER_UID */
 	uid_t owner_uid;
 	struct node *nodes;
@@ -340,6 +342,7 @@ void tally_now(const struct daemon *d, long long now, double *eff, long long *he
 /* Accept the files NAMES[0..N) of new/ (of incoming/: the recovery),
  * all together (ACCEPT_BATCH at most is a good N). */
 #define ACCEPT_BATCH 1024
+#define ACCEPT_RETRY_MS 200     /* new/ again after a lab's seq.lock was held */
 int accept_new(struct daemon *d, char *const *names, size_t n);
 int accept_incoming(struct daemon *d, char *const *names, size_t n);
 

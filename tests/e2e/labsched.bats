@@ -1,5 +1,6 @@
 #!/usr/bin/env bats
-# A lab's limits and fair share end to end (SPEC §12), with real
+# A lab's limits, fair share and a queue no member can freeze, end to
+# end (SPEC §12), with real
 # accounts (tests/lib/lab.bash): max_gpus keeps a user's next job
 # waiting with its reason while another's takes the free card; equal
 # priorities go to the user who has used the least, the same across a
@@ -132,4 +133,35 @@ EOF
 	[ "$(lab_field "$c1" state)" = queued ]
 	touch "$L/go-a1" "$L/go-c1"
 	wait_for 20 '[ "$(lab_field "$c1" state)" = succeeded ]'
+}
+
+@test "a member holding seq.lock freezes nothing: the daemon names her and accepts the drop once she lets go, a request meanwhile is applied, submit gives up with 75 naming her" {
+	lab_spool
+	q=$(lsub "$UA" --hold -- true)
+	lab_daemon
+	wait_for 10 '[ "$(lab_field "$q" reason)" = held ]'
+	# bob takes the lock (a flock needs only the read access members have).
+	as "$UB" flock "$LS/seq.lock" sleep 120 &
+	holder=$!
+	wait_for 10 'grep -q "FLOCK.*:$(stat -c %i "$LS/seq.lock") " /proc/locks'
+	# A drop under a name of its own needs an ID from seq: it waits.
+	printf 'command: [true]\ngpu_count: 0\n' > "$L/plain.job"
+	chmod 0644 "$L/plain.job"
+	lab_drop "$UA" "$L/plain.job"
+	wait_for 10 'grep -q "seq.lock: held by pid [0-9]* ($UB).*new/ waits" "$T/daemon.log"'
+	[ -e "$LS/new/plain.job" ]
+	# The daemon serves on: alice's cancel is applied.
+	ltool "$UA" cancel "$q"
+	wait_for 10 '[ "$(lab_field "$q" state)" = cancelled ]'
+	# submit waits 10 s at most, then says who holds it.
+	run as "$UA" timeout "$(scaled 60)" cardbaton-submit --config "$LC" -- true
+	[ "$status" -eq 75 ]
+	[[ $output == *"seq.lock: held by pid "*"($UB)"* ]]
+	# flock(1) left its lock to the sleep it runs: every process of bob's.
+	pkill -KILL -u "$(id -u "$UB")"
+	wait "$holder" 2>/dev/null || true
+	wait_for 10 '[ ! -e "$LS/new/plain.job" ]'
+	[ "$(grep -c 'seq.lock: held' "$T/daemon.log")" -eq 1 ]
+	wait_for 10 '[ "$(cardbaton-status --config "$LC" --all --json |
+		json "len([j for j in d[\"jobs\"] if j[\"owner\"] == \"$UA\"])")" = 2 ]'
 }
