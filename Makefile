@@ -40,7 +40,7 @@ LIB_OBJ  = $(LIB_SRC:%.c=$(B)/%.o)
 LIB      = $(B)/libcardbaton.a
 
 TOOLS    = submit status logs promote pause resume cancel hold release wait drain undrain gpus bootstrap \
-           top metrics report mcp
+           top metrics report mcp users
 TOOL_BIN = $(TOOLS:%=$(B)/cardbaton-%)
 BINS     = $(B)/cardbaton $(B)/sshgpu $(TOOL_BIN) $(B)/cardbaton-spoold \
            $(B)/cardbaton-run $(B)/cardbaton-worker $(B)/cardbaton-worker-static \

@@ -41,6 +41,7 @@ static const struct {
 	{ "top", "a live full-screen view of the queue and the cards" },
 	{ "metrics", "the daemon's Prometheus metrics (SPOOL/metrics.prom)" },
 	{ "report", "who used which card: hours busy, jobs, idle while jobs waited" },
+	{ "users", "a lab's users: shares, GPU-hours, fair-share order, limits" },
 	{ "mcp", "a Model Context Protocol server on stdio, for assistants" },
 	{ "bootstrap", "install a public key on a node" },
 };

@@ -9,7 +9,8 @@
  * every record of queued/, running/, paused/ and done/ (submissions not
  * yet accepted have no history), one per job ID, the higher rev winning
  * (LAYOUT.md §6), a record that moved while it was read looked up again
- * (spool_find); a record it cannot read is named in one warning line and
+ * (spool_find; the library's spool_history, spool-layout/history.c, which
+ * `users` reads with too); a record it cannot read is named in one warning line and
  * left out, and the exit status is then 65.  It never writes the spool
  * and works the same with or without the daemon.
  *
@@ -355,115 +356,26 @@ static void job_waits(const struct job *j, long long from, long long now,
 /* ---- reading the spool ------------------------------------------------------ */
 
 static struct job *jobs;
-static size_t njobs, capjobs;
+static size_t njobs;
 static int read_ex;             /* 65 (or the first warning's code) when a record was skipped */
 static size_t nskipped;
 
-static void skip_record(struct cb_err *e)
+static void skip_record(void *arg, const struct cb_err *e)
 {
+	(void)arg;
 	warn_line("%s", e->msg ? e->msg : strerror(ENOMEM));
 	if (!read_ex)
 		read_ex = e->ex ? e->ex : EX_OSERR_;
 	nskipped++;
-	cb_err_free(e);
-}
-
-struct ent {
-	long long id;
-	enum spool_dir dir;
-	char *name;
-};
-
-static int ent_cmp(const void *pa, const void *pb)
-{
-	const struct ent *a = pa, *b = pb;
-
-	if (a->id != b->id)
-		return a->id < b->id ? -1 : 1;
-	return (a->dir > b->dir) - (a->dir < b->dir);
 }
 
 /* Every job of SP with a record, once, into JOBS (sorted by ID). */
 static void read_spool(struct spool *sp)
 {
-	/* The order of the flow of jobs: a record that moves while the
-	 * directories are listed is listed twice rather than not at all. */
-	static const enum spool_dir dirs[] = { SD_QUEUED, SD_RUNNING, SD_PAUSED, SD_DONE };
-	struct ent *e = NULL;
-	size_t ne = 0, cape = 0;
+	struct cb_err err = { 0 };
 
-	for (size_t k = 0; k < sizeof dirs / sizeof dirs[0]; k++) {
-		char **names;
-		size_t n;
-
-		if (spool_list(sp, dirs[k], &names, &n) < 0)
-			die_sys(EX_OSERR_, "%s/%s", sp->path, spool_dir_name[dirs[k]]);
-		for (size_t i = 0; i < n; i++) {
-			long long id, prio;
-
-			if (dirs[k] == SD_QUEUED ? name_parse_queued(names[i], &prio, &id) < 0
-						 : name_parse_plain(names[i], &id) < 0)
-				continue;       /* not a record's name: status ignores it too */
-			GROW(e, ne, cape);
-			e[ne].id = id;
-			e[ne].dir = dirs[k];
-			e[ne++].name = names[i];
-			names[i] = NULL;
-		}
-		spool_list_free(names, n);
-	}
-	if (ne > 1)
-		qsort(e, ne, sizeof *e, ent_cmp);
-	for (size_t b = 0, end; b < ne; b = end) {
-		struct job best;
-		int have = 0, moved = 0;
-
-		for (end = b; end < ne && e[end].id == e[b].id; end++)
-			;
-		for (size_t i = b; i < end; i++) {
-			struct cb_err err = { 0 };
-			struct job j;
-
-			if (spool_load(sp, e[i].dir, e[i].name, &j, &err) < 0) {
-				if (err.ex == EX_NOINPUT_) {
-					moved = 1;
-					cb_err_free(&err);
-				} else {
-					skip_record(&err);
-				}
-				continue;
-			}
-			if (have && j.rev <= best.rev) {
-				job_free(&j);
-				continue;
-			}
-			if (have)
-				job_free(&best);
-			best = j;
-			have = 1;
-		}
-		if (!have && moved) {
-			struct cb_err err = { 0 };
-			enum spool_dir d;
-			char *name = NULL;
-			int r = spool_find(sp, e[b].id, &best, &d, &name, &err);
-
-			if (r < 0)
-				skip_record(&err);
-			free(name);
-			/* Found back in new/ or incoming/ it has no history. */
-			have = r == 1 && d != SD_NEW && d != SD_INCOMING;
-			if (r == 1 && !have)
-				job_free(&best);
-		}
-		if (have) {
-			GROW(jobs, njobs, capjobs);
-			jobs[njobs++] = best;
-		}
-		for (size_t i = b; i < end; i++)
-			free(e[i].name);
-	}
-	free(e);
+	if (spool_history(sp, &jobs, &njobs, skip_record, NULL, &err) < 0)
+		die_err(&err);
 }
 
 /* ---- the figures ------------------------------------------------------------ */
@@ -1261,9 +1173,7 @@ static void free_all(void)
 	}
 	free(nodes);
 	free(waits);
-	for (size_t i = 0; i < njobs; i++)
-		job_free(&jobs[i]);
-	free(jobs);
+	spool_history_free(jobs, njobs);
 	sbuf_free(&html);
 }
 

@@ -8,14 +8,14 @@
 # --node completes the node names of the configuration in use and JOB_ID
 # operands complete the job IDs found in the spool's file names.
 
-_cardbaton_subcommands="run submit status logs promote pause resume cancel hold release wait drain undrain gpus bootstrap top metrics report mcp"
+_cardbaton_subcommands="run submit status logs promote pause resume cancel hold release wait drain undrain gpus bootstrap top metrics report mcp users"
 
 # _cardbaton_flags SUBCOMMAND: its flags, as in its man page's SYNOPSIS.
 _cardbaton_flags() {
 	case $1 in
 	run|spoold) echo "--config --once --public-key --help" ;;
 	submit) echo "--config --job --node --gpus --gpu-count --gpu-memory --share --priority --timeout --cwd --name --resume-command --env --hold --begin --after --after-any --array --param --max-running --help" ;;
-	status) echo "--config --json --all --state --node --name --since --help" ;;
+	status) echo "--config --json --all --state --node --name --since --user --mine --help" ;;
 	logs) echo "--config --attempt -f --help" ;;
 	promote) echo "--config --priority --help" ;;
 	pause|resume|cancel|hold|release) echo "--config --help" ;;
@@ -27,6 +27,7 @@ _cardbaton_flags() {
 	top) echo "--config --once --help" ;;
 	metrics|mcp) echo "--config --help" ;;
 	report) echo "--config --since --html --json --help" ;;
+	users) echo "--config --json --help" ;;
 	*) echo "--config --help --version" ;;
 	esac
 }
@@ -162,6 +163,9 @@ _cardbaton() {
 	--node)
 		COMPREPLY=($(compgen -W "$(_cardbaton_nodes "$config")" -- "$cur"))
 		return ;;
+	--user)
+		COMPREPLY=($(compgen -u -- "$cur"))
+		return ;;
 	--gpus|--gpu-count|--priority|--timeout|--name|--resume-command|--env|--attempt|--since)
 		return ;;
 	esac
@@ -205,5 +209,5 @@ _cardbaton() {
 complete -F _cardbaton cardbaton sshgpu cardbaton-submit cardbaton-status \
 	cardbaton-logs cardbaton-promote cardbaton-pause cardbaton-resume \
 	cardbaton-cancel cardbaton-hold cardbaton-release cardbaton-wait cardbaton-drain cardbaton-undrain cardbaton-gpus cardbaton-bootstrap cardbaton-spoold \
-	cardbaton-top cardbaton-metrics cardbaton-report cardbaton-mcp \
+	cardbaton-top cardbaton-metrics cardbaton-report cardbaton-mcp cardbaton-users \
 	cardbaton-run

@@ -36,6 +36,7 @@
  *   view.h      what status shows of a job
  *   index.h     queued.idx, status's cache of queued/
  *   statusread.h  how status reads the spool
+ *   history.h   every job with a record, once (report, users)
  *   waitread.h  how wait reads the spool
  *   crash.h, wire.h  (libc only, shared with the worker)
  *
@@ -64,6 +65,7 @@
 #include "view.h"
 #include "index.h"
 #include "statusread.h"
+#include "history.h"
 #include "waitread.h"
 
 #endif

@@ -23,7 +23,7 @@ installed_files() {
 	echo usr/bin/cardbaton
 	echo usr/bin/sshgpu
 	for t in submit status logs promote pause resume cancel hold release wait gpus bootstrap spoold run worker \
-		 top metrics report mcp; do
+		 top metrics report mcp users; do
 		echo "usr/bin/cardbaton-$t"
 	done
 	echo usr/libexec/cardbaton/cardbaton-worker-static

@@ -777,7 +777,7 @@ assert isinstance(far["error"], str) and far["error"]
 }
 
 @test "every tool: -h/--help prints its usage on stdout; unknown options are 64" {
-	for t in submit status logs promote cancel wait gpus top metrics report mcp; do
+	for t in submit status logs promote cancel wait gpus top metrics report mcp users; do
 		run --separate-stderr "cardbaton-$t" --help
 		[ "$status" -eq 0 ]
 		[[ $output == "usage: cardbaton-$t "* ]]
@@ -813,7 +813,7 @@ assert isinstance(far["error"], str) and far["error"]
 @test "man pages: SYNOPSIS matches each tool's usage line; mandoc -Tlint is clean" {
 	command -v mandoc >/dev/null || skip "mandoc not installed"
 	for t in submit status logs promote pause resume cancel wait drain undrain gpus bootstrap spoold \
-		 top metrics report mcp; do
+		 top metrics report mcp users; do
 		page=$CB_TOP/man/cardbaton-$t.1
 		[ -f "$page" ]
 		syn=$(mandoc -Tascii "$page" | sed $'s/.\b//g' | sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' |
