@@ -25,6 +25,8 @@
 
 #define LAB_NONE (-1LL)                 /* max_gpus / max_queued: no limit */
 #define LAB_LIMIT_MAX 1000000000LL      /* max_gpus, max_queued at most */
+#define LAB_ID_SLACK 1000000LL         /* a lab's seq or new/ name further past the daemon's
+					   highest ID than this is a member's doing (LAYOUT.md §15) */
 #define LAB_SHARES_MAX 1000000LL
 #define LAB_HALF_LIFE_MAX 1000000LL     /* hours */
 #define LAB_DEFAULT_HALF_LIFE 168       /* hours: a week, as Slurm's PriorityDecayHalfLife */

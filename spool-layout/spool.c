@@ -288,6 +288,7 @@ static int open_spool(struct spool *sp, const char *path, int create, int lab, g
 			goto sys;
 		sp->drop_tmp = sp->dir[SD_TMP];
 		sp->dir[SD_TMP] = fd;
+		sp->daemon = 1;
 		if (lab_check(sp, fd, "stage", gid, err) < 0)
 			goto fail;
 	}
@@ -393,11 +394,15 @@ int spool_lock_daemon(struct spool *sp, struct cb_err *err)
 static long long max_id_on_disk(struct spool *sp)
 {
 	static const enum spool_dir dirs[] = {
-		SD_NEW, SD_INCOMING, SD_QUEUED, SD_RUNNING, SD_PAUSED, SD_DONE, SD_REJECTED,
+		SD_INCOMING, SD_QUEUED, SD_RUNNING, SD_PAUSED, SD_DONE, SD_REJECTED, SD_NEW,
 	};
 	long long max = 0;
 
 	for (size_t k = 0; k < sizeof dirs / sizeof dirs[0]; k++) {
+		/* A lab's new/ holds names any member chose: one far above
+		 * every ID the daemon gave (LAB_ID_SLACK) is no taken ID. */
+		long long cap = sp->lab && dirs[k] == SD_NEW ? max + LAB_ID_SLACK : SEQ_MAX;
+
 		char **names;
 		size_t n;
 
@@ -412,12 +417,17 @@ static long long max_id_on_disk(struct spool *sp)
 				if (name_parse_plain(names[i], &seq) < 0)
 					continue;
 			}
-			if (seq + count - 1 > max)
+			if (seq + count - 1 > max && seq + count - 1 <= cap)
 				max = seq + count - 1;
 		}
 		spool_list_free(names, n);
 	}
 	return max;
+}
+
+long long spool_max_id(struct spool *sp)
+{
+	return max_id_on_disk(sp);
 }
 
 /* This boot of the machine (the kernel's boot_id), or "" when unknown. */
@@ -521,7 +531,7 @@ static char *lock_holder(int fd)
 #define SEQ_LOCK_TOOL_MS 10000
 static int seq_lock(struct spool *sp, int lk, struct cb_err *err)
 {
-	long long give_up = mono_ms() + (sp->drop_tmp >= 0 ? SEQ_LOCK_DAEMON_MS : SEQ_LOCK_TOOL_MS);
+	long long give_up = mono_ms() + (sp->daemon ? SEQ_LOCK_DAEMON_MS : SEQ_LOCK_TOOL_MS);
 	char *who;
 	int r;
 
@@ -583,9 +593,19 @@ static int seq_update(struct spool *sp, long long floor, long long count, long l
 	}
 	boot_id(boot);
 	if ((fd = openat(sp->fd, "seq", O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)) >= 0) {
-		if (seq_read(sp, fd, &v, bootw, &fixed, err) < 0)
-			goto out;
+		if (seq_read(sp, fd, &v, bootw, &fixed, err) < 0) {
+			/* A lab's seq is its members' to write: nothing is
+			 * taken from one that is not a record (nor, by the
+			 * daemon, from one far past every ID it gave, FLOOR):
+			 * the IDs on disk are counted (LAYOUT.md §15). */
+			if (!sp->lab)
+				goto out;
+			cb_err_free(err);
+			v = 0;
+		}
 		trusted = !bootw[0] || !strcmp(bootw, "-") || (boot[0] && !strcmp(bootw, boot));
+		if (sp->lab && sp->daemon && v > floor + LAB_ID_SLACK)
+			v = 0;
 	} else if (errno == ENOENT) {
 		trusted = 1;    /* a new spool (its directories are listed below if not) */
 	} else {

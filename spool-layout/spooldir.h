@@ -29,6 +29,7 @@ struct spool {
 	char id[9];             /* 8 hex digits, from the file "id" */
 	mode_t fmode, dmode;    /* of what it creates: 0600/0700, or shared (spool_open) */
 	int lab;                /* a lab's spool (lab.h, LAYOUT.md §15): spool_open_lab */
+	int daemon;             /* opened by a lab's daemon (spool_open_lab) */
 	int drop_tmp;           /* a lab's daemon: the members' tmp/ (DIR[SD_TMP] is then
 				   its own stage/, which no member can write), else -1 */
 	uid_t uid;              /* the spool's owner: the daemon's account */
@@ -72,6 +73,9 @@ int spool_subdir(struct spool *sp, const char *name, struct cb_err *err);
  * EX_TEMPFAIL_ "another cardbaton-spoold holds SPOOL/lock". */
 int spool_lock_daemon(struct spool *sp, struct cb_err *err);
 
+/* The highest job ID any name in the spool holds (LAYOUT.md §2; a
+ * lab's new/ but for names far past the rest, §15), or -1. */
+long long spool_max_id(struct spool *sp);
 /* Next sequence number (file "seq", under flock of "seq.lock"). */
 int spool_next_seq(struct spool *sp, long long *seq, struct cb_err *err);
 /* For a batch of files in new/: the counter made at least FLOOR (the

@@ -125,6 +125,24 @@ static char *incoming_name(const struct sub *s)
 
 static int queue_incoming(struct daemon *d, struct sub *v, size_t n);
 
+/* COUNT job IDs from seq, the first in *FIRST, the counter made at
+ * least FLOOR first -- and, in a lab's spool, at least the highest ID
+ * the daemon knows: a member may have written seq back (LAYOUT.md §15),
+ * and a number it gives is above every record all the same. */
+static int ids_block(struct daemon *d, long long floor, long long count, long long *first,
+		     struct cb_err *err)
+{
+	if (d->cfg.lab && d->max_id > floor)
+		floor = d->max_id;
+	if (spool_seq_block(&d->sp, floor, count, first, err) < 0)
+		return -1;
+	if (*first + count - 1 > d->max_id)
+		d->max_id = *first + count - 1;
+	if (floor > d->max_id)
+		d->max_id = floor;
+	return 0;
+}
+
 /* No job ID could be taken (ERR).  A lab's seq.lock held by someone
  * (errno EWOULDBLOCK: any member can hold it, LAYOUT.md §15) is not a
  * stall: what needs IDs waits in new/ and is tried again shortly
@@ -150,7 +168,7 @@ static int claim(struct daemon *d, struct sub *s)
 	struct cb_err err = { 0 };
 
 	for (;;) {
-		if (!s->seq && spool_seq_block(&d->sp, 0, s->count, &s->seq, &err) < 0) {
+		if (!s->seq && ids_block(d, 0, s->count, &s->seq, &err) < 0) {
 			seq_failed(d, &err);
 			errno = EAGAIN;
 			return -1;
@@ -196,6 +214,10 @@ int accept_new(struct daemon *d, char *const *names, size_t n)
 		v[nv].count = count;
 		if (cls > 0 && block_exists(d, &rg, seq, count))
 			cls = 0;        /* a forged or copied name: fresh IDs */
+		/* A lab member's name far past every ID given is no ID taken
+		 * from seq: it would use up the IDs (LAYOUT.md §15). */
+		if (cls > 0 && d->cfg.lab && seq + count - 1 > d->max_id + LAB_ID_SLACK)
+			cls = 0;
 		v[nv].orig = names[i];
 		v[nv].fresh = 1;
 		v[nv].seq = cls > 0 ? seq : 0;
@@ -205,7 +227,7 @@ int accept_new(struct daemon *d, char *const *names, size_t n)
 			fresh += count;
 		nv++;
 	}
-	if (nv && spool_seq_block(&d->sp, floor, fresh, &first, &err) < 0) {
+	if (nv && ids_block(d, floor, fresh, &first, &err) < 0) {
 		seq_failed(d, &err);
 		goto out;
 	}
@@ -354,7 +376,7 @@ static int name_as_block(struct daemon *d, struct sub *s, long long n)
 	long long first = s->seq;
 	char *bn;
 
-	if (n > 1 && spool_seq_block(&d->sp, 0, n, &first, &err) < 0) {
+	if (n > 1 && ids_block(d, 0, n, &first, &err) < 0) {
 		seq_failed(d, &err);
 		return -1;
 	}

@@ -898,6 +898,10 @@ int main(int argc, char **argv)
 	dedupe(&d);
 	load_records(&d);
 	tally_load(&d);
+	if (d.cfg.lab && (d.max_id = spool_max_id(&d.sp)) < 0) {
+		logmsg("%s: listing the job IDs: %s", d.sp.path, strerror(errno));
+		return EX_OSERR_;
+	}
 	metrics_start(&d);
 	hooks_recover(&d);
 	scan_dir(&d, SD_INCOMING);

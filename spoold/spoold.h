@@ -194,6 +194,7 @@ struct daemon {
 	struct tally *tally;            /* ... its users (tally.c) */
 	size_t ntally;
 	int seq_busy;                   /* a lab's seq.lock was held: said (accept.c) */
+	long long max_id;               /* a lab's: the highest job ID known (accept.c) */
 	long long accept_retry_at;      /* mono ms: new/ read again then (seq_busy) */
 	char *owner_name;               /* accept.c: the last owner's name, of OWNER_UID */
 	uid_t owner_uid;

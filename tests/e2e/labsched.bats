@@ -165,3 +165,36 @@ EOF
 	wait_for 10 '[ "$(cardbaton-status --config "$LC" --all --json |
 		json "len([j for j in d[\"jobs\"] if j[\"owner\"] == \"$UA\"])")" = 2 ]'
 }
+
+@test "a member who writes seq back, far ahead or into nonsense reuses no job ID and overwrites no record; submit and the daemon count the IDs on disk" {
+	lab_spool
+	lab_daemon
+	a1=$(lsub "$UA" --gpu-count 0 -- true)
+	a2=$(lsub "$UA" --gpu-count 0 -- true)
+	wait_for 20 '[ "$(lab_field "$a2" state)" = succeeded ]'
+	before=$(lab_sum "$a1")
+	boot=$(cat /proc/sys/kernel/random/boot_id)
+	# Back to 0: the next IDs are still above every record.
+	as "$UB" sh -c 'printf "%010d %s\n" 0 "$2" > "$1/seq"' sh "$LS" "$boot"
+	printf 'command: [true]\ngpu_count: 0\n' > "$L/plain.job"
+	chmod 0644 "$L/plain.job"
+	lab_drop "$UB" "$L/plain.job"
+	wait_for 10 '[ ! -e "$LS/new/plain.job" ]'
+	[ "$(lab_sum "$a1")" = "$before" ]
+	b1=$(lsub "$UB" --gpu-count 0 -- true)
+	[ "$b1" -gt "$a2" ]
+	# Far ahead: the daemon takes no ID from it.
+	as "$UB" sh -c 'printf "%010d %s\n" 9999999990 "$2" > "$1/seq"' sh "$LS" "$boot"
+	lab_drop "$UB" "$L/plain.job" plain2.job
+	wait_for 10 '[ ! -e "$LS/new/plain2.job" ]'
+	top=$(cardbaton-status --config "$LC" --all --json | json "max(int(j['id']) for j in d['jobs'])")
+	[ "$top" -lt 1000 ]
+	# Nonsense: submit counts the IDs on disk and writes it anew.
+	as "$UB" sh -c 'echo garbage > "$1/seq"' sh "$LS"
+	a3=$(lsub "$UA" --gpu-count 0 -- true)
+	[ "$a3" -gt "$b1" ] && [ "$a3" -lt 1000 ]
+	wait_for 20 '[ "$(lab_field "$a3" state)" = succeeded ]'
+	[ "$(lab_sum "$a1")" = "$before" ]
+	# One record per job.
+	[ "$(ls "$LS"/done | sort | uniq -d | wc -l)" -eq 0 ]
+}
