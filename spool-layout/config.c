@@ -447,9 +447,14 @@ static int parse_lab(const struct yx_ctx *c, const struct yx_node *v,
 					    "a group name is 1 to 32 letters, digits, '.', '_' and '-', not beginning with '-'" : why);
 		} else if (!strcmp(k->s, "admins")) {
 			r = yx_is_null(x) ? 0 : yx_str_list(c, x, &kp, LAB_ADMINS_MAX, &l->admins, &l->nadmins);
+			/* Named by its place, never echoed: it may hold a
+			 * newline (the message is one line). */
 			for (size_t a = 0; !r && a < l->nadmins; a++)
-				if ((why = user_name_problem(l->admins[a])))
-					r = yx_fail(c, x, &kp, "'%s': %s", l->admins[a], why);
+				if ((why = user_name_problem(l->admins[a]))) {
+					struct yx_path ap = { &kp, NULL, (long long)a };
+
+					r = yx_fail(c, &x->kids[a], &ap, "%s", why);
+				}
 		} else if (!strcmp(k->s, "fair_share")) {
 			r = yx_map(c, x, &kp);
 			for (size_t f = 0; !r && f < x->n; f += 2) {

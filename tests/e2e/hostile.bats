@@ -1117,7 +1117,8 @@ gpuq|lab: must be a mapping
 {group: 'a/b'}|lab.group: GROUP
 {group: g, grop: h}|lab.grop: unknown key
 {group: g, admins: carol}|lab.admins: must be a list
-{group: g, admins: ['../x']}|lab.admins: '../x': a user name is letters, digits, '.', '_' and '-'
+{group: g, admins: [carol, '../x']}|lab.admins[1]: a user name is letters, digits, '.', '_' and '-'
+{group: g, admins: ["a\nb"]}|lab.admins[0]: a user name is letters, digits, '.', '_' and '-'
 {group: g, fair_share: {half_life_hours: -1}}|lab.fair_share.half_life_hours: must be between 0 and 1000000
 {group: g, fair_share: {half_life_hours: 1000001}}|lab.fair_share.half_life_hours: must be between 0 and 1000000
 {group: g, fair_share: {half_life: 5}}|lab.fair_share.half_life: unknown key
