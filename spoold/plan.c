@@ -955,41 +955,77 @@ enum dep_verdict plan_deps(const struct plan_dep *v, size_t n, size_t *which)
 
 /* ---- the fair share's order ----------------------------------------------- */
 
-struct fair {
-	const struct plan_job *jobs;
-	const double *eff;
+struct ranked {
+	double eff;
+	size_t user;            /* 0: no user; else the user's index + 1 */
 };
 
-static double eff_of(const struct fair *f, size_t j)
+static int ranked_cmp(const void *pa, const void *pb)
 {
-	return f->jobs[j].user ? f->eff[f->jobs[j].user - 1] : 0;
+	const struct ranked *a = pa, *b = pb;
+
+	return (a->eff > b->eff) - (a->eff < b->eff);
 }
 
-static int fair_cmp(const void *pa, const void *pb, void *arg)
+/*
+ * Two stable counting sorts, O(N + users): the jobs come in (priority,
+ * ID) order, so sorting them stably by their owner's rank (the order of
+ * usage; equal usage, equal rank) and then stably by their priority's
+ * run gives (priority, usage, ID).  The second sort costs one pass: each
+ * job goes to the next free place of its priority's run, where the runs
+ * already are.
+ */
+int plan_fair_order(const struct plan_job *jobs, size_t n, const double *eff, size_t nusers,
+		    size_t *order)
 {
-	const struct fair *f = arg;
-	size_t a = *(const size_t *)pa, b = *(const size_t *)pb;
-	const struct plan_job *x = &f->jobs[a], *y = &f->jobs[b];
-	double ea = eff_of(f, a), eb = eff_of(f, b);
+	struct ranked *r = malloc((nusers + 1) * sizeof *r);
+	size_t *rank = malloc((nusers + 1) * sizeof *rank);
+	size_t *count = calloc(nusers + 2, sizeof *count);
+	size_t *by_rank = malloc((n + 1) * sizeof *by_rank), *run = malloc((n + 1) * sizeof *run);
+	size_t *cur = malloc((n + 1) * sizeof *cur);
+	size_t nrank = 0, at = 0;
+	int ok = r && rank && count && by_rank && run && cur, same = 1;
 
-	if (x->prio != y->prio)
-		return x->prio > y->prio ? -1 : 1;
-	if (ea != eb)
-		return ea < eb ? -1 : 1;
-	return (x->id > y->id) - (x->id < y->id);
-}
-
-void plan_fair_order(const struct plan_job *jobs, size_t n, const double *eff, size_t *order)
-{
-	struct fair f = { jobs, eff };
-	int same = 1;
-
-	for (size_t j = 0; j < n; j++) {
+	for (size_t j = 0; j < n; j++)
 		order[j] = j;
-		same &= eff_of(&f, j) == eff_of(&f, 0);
+	if (!ok || !n)
+		goto out;
+	r[0] = (struct ranked){ 0, 0 };
+	for (size_t u = 0; u < nusers; u++)
+		r[u + 1] = (struct ranked){ eff[u], u + 1 };
+	qsort(r, nusers + 1, sizeof *r, ranked_cmp);
+	for (size_t k = 0; k <= nusers; k++) {
+		nrank += k && r[k].eff != r[k - 1].eff;
+		rank[r[k].user] = nrank;
 	}
-	if (!same)
-		qsort_r(order, n, sizeof *order, fair_cmp, &f);
+	for (size_t j = 0; j < n; j++) {
+		count[rank[jobs[j].user] + 1]++;
+		same &= rank[jobs[j].user] == rank[jobs[0].user];
+	}
+	if (same)
+		goto out;
+	for (size_t k = 1; k <= nrank; k++)
+		count[k] += count[k - 1];
+	for (size_t j = 0; j < n; j++)
+		by_rank[count[rank[jobs[j].user]]++] = j;
+	/* RUN[j]: where job j's priority's run starts; CUR[that]: the run's
+	 * next free place. */
+	for (size_t j = 0; j < n; j++) {
+		if (j && jobs[j].prio != jobs[j - 1].prio)
+			at = j;
+		run[j] = at;
+		cur[j] = j;
+	}
+	for (size_t k = 0; k < n; k++)
+		order[cur[run[by_rank[k]]]++] = by_rank[k];
+out:
+	free(r);
+	free(rank);
+	free(count);
+	free(by_rank);
+	free(run);
+	free(cur);
+	return ok ? !same : -1;
 }
 
 void plan_free(struct plan_out *out)

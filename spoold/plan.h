@@ -307,10 +307,13 @@ void plan_free(struct plan_out *out);
 
 /* The fair share's order of JOBS[0..N) (given in dispatch order:
  * priority, then ID) into ORDER, a permutation of 0..N-1: priority
- * first, then the owner's effective usage, EFF[user - 1] (a job
- * without a user counts 0), the least first, then the ID.  When every
- * owner's is the same the order is the one given (no sort). */
-void plan_fair_order(const struct plan_job *jobs, size_t n, const double *eff, size_t *order);
+ * first, then the owner's effective usage, EFF[user - 1] of NUSERS (a
+ * job without a user counts 0), the least first, then the ID; in
+ * O(N + NUSERS log NUSERS).  1: ORDER is another order; 0: the order
+ * given (every owner's usage the same); -1: out of memory (the order
+ * given). */
+int plan_fair_order(const struct plan_job *jobs, size_t n, const double *eff, size_t nusers,
+		    size_t *order);
 /* The slot of card INDEX in the snapshot G[0..N), or -1. */
 long plan_slot(const struct gpu_info *g, size_t n, int index);
 

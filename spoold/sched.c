@@ -192,7 +192,8 @@ static size_t plan_users(struct daemon *d, long long now, struct plan_job *jobs,
 		users[u] = (struct plan_user){ .max_gpus = d->tally[u].lim->max_gpus, .held = held[u] };
 	for (size_t i = 0; i < d->nq; i++)
 		jobs[i].user = d->q[i]->user;
-	plan_fair_order(jobs, d->nq, eff, order);
+	if (plan_fair_order(jobs, d->nq, eff, nu, order) < 1)
+		goto out;       /* the queue's own order (or out of memory: the same) */
 	memcpy(pj, jobs, d->nq * sizeof *pj);
 	for (size_t i = 0; i < d->nq; i++) {
 		jobs[i] = pj[order[i]];

@@ -107,6 +107,9 @@ def cmd_table(args):
         ratio = None
         if t.get("none"):
             ok, tgt = True, "(none)"
+            # Beside a figure of its own (other_value): the ratio, shown.
+            if r.get("other_value") and r["median"] is not None:
+                ratio = r["median"] / r["other_value"]
         elif t.get("vs"):
             base = peers.get(t["vs"]) if t["vs"] in peers else r.get("other_value")
             if base and r["median"] is not None:

@@ -931,20 +931,21 @@ static void test_fair_order(void)
 	add(1)->user = 3;               /* 4 carol */
 	add(1)->user = 2;               /* 5 bob */
 	job[4].prio = 0;
-	plan_fair_order(job, in.njobs, eff, order);
+	plan_fair_order(job, in.njobs, eff, 3, order);
 	want = "3 5 4 1 2";
 	b[0] = 0;
 	for (size_t i = 0; i < in.njobs; i++)
 		snprintf(b + strlen(b), sizeof b - strlen(b), "%s%lld", i ? " " : "", job[order[i]].id);
 	CHECK_STR(b, want);
-	/* Priority stays first: alice's job of priority 5 before all. */
-	job[1].prio = 5;
-	plan_fair_order(job, in.njobs, eff, order);
-	CHECK(job[order[0]].id == 2);
+	/* Priority stays first: alice's first job, of priority 5 (first in
+	 * dispatch order), before all; then bob's. */
+	job[0].prio = 5;
+	plan_fair_order(job, in.njobs, eff, 3, order);
+	CHECK(job[order[0]].id == 1 && job[order[1]].id == 3);
 	/* Equal usage: the order given, untouched. */
-	job[1].prio = 0;
+	job[0].prio = 0;
 	eff[0] = eff[1] = eff[2] = 7;
-	plan_fair_order(job, in.njobs, eff, order);
+	plan_fair_order(job, in.njobs, eff, 3, order);
 	for (size_t i = 0; i < in.njobs; i++)
 		CHECK(order[i] == i);
 	/* shares 2 halves alice's: 36000 / 2 = 18000, as carol's: then the
@@ -952,11 +953,61 @@ static void test_fair_order(void)
 	eff[0] = 18000;
 	eff[1] = 0;
 	eff[2] = 18000;
-	plan_fair_order(job, in.njobs, eff, order);
+	plan_fair_order(job, in.njobs, eff, 3, order);
 	b[0] = 0;
 	for (size_t i = 0; i < in.njobs; i++)
 		snprintf(b + strlen(b), sizeof b - strlen(b), "%s%lld", i ? " " : "", job[order[i]].id);
 	CHECK_STR(b, "3 5 1 2 4");
+}
+
+/* The fair order against the rule written out: random queues (in
+ * dispatch order) of users with random usages, ties among them. */
+static const struct plan_job *ref_jobs;
+static const double *ref_eff;
+
+static double ref_eff_of(const struct plan_job *j)
+{
+	return j->user ? ref_eff[j->user - 1] : 0;
+}
+
+static int ref_cmp(const void *pa, const void *pb)
+{
+	const struct plan_job *x = &ref_jobs[*(const size_t *)pa], *y = &ref_jobs[*(const size_t *)pb];
+
+	if (x->prio != y->prio)
+		return x->prio > y->prio ? -1 : 1;
+	if (ref_eff_of(x) != ref_eff_of(y))
+		return ref_eff_of(x) < ref_eff_of(y) ? -1 : 1;
+	return (x->id > y->id) - (x->id < y->id);
+}
+
+static void test_fair_order_random(void)
+{
+	enum { N = 300, U = 7 };
+	static struct plan_job jobs[N];
+	size_t got[N], want[N];
+	double eff[U];
+
+	srand(33);
+	for (int round = 0; round < 200; round++) {
+		size_t n = (size_t)(rand() % N) + 1, nu = (size_t)(rand() % U) + 1;
+		long long prio = 5;
+
+		for (size_t u = 0; u < nu; u++)
+			eff[u] = (double)(rand() % 4) * 1800;   /* ties, and zeros */
+		for (size_t j = 0; j < n; j++) {
+			if (rand() % 40 == 0)
+				prio -= rand() % 3 + 1;
+			jobs[j] = (struct plan_job){ .id = (long long)j + 1, .prio = prio,
+						     .user = (size_t)(rand() % ((int)nu + 1)) };
+			want[j] = j;
+		}
+		ref_jobs = jobs;
+		ref_eff = eff;
+		qsort(want, n, sizeof *want, ref_cmp);
+		CHECK(plan_fair_order(jobs, n, eff, nu, got) >= 0);
+		CHECK(memcmp(got, want, n * sizeof *got) == 0);
+	}
 }
 
 /* Memory: a job with `mem` only on cards with that much in all (an
@@ -1393,6 +1444,7 @@ int main(void)
 	test_share_cap();
 	test_user_limit();
 	test_fair_order();
+	test_fair_order_random();
 	test_slurm();
 	test_baton();
 	plan_free(&out);
