@@ -396,8 +396,8 @@ command: [true]
 		mv "$LS/tmp/${x%%:*}" "$LS/new/${x%%:*}"
 	done
 	lab_once
-	lab_rejected dave.job "*$UD*"
-	lab_rejected ghost.job "*$nobody*"
+	lab_rejected dave.job "*$UD*member*"
+	lab_rejected ghost.job "*$nobody*member*"
 	[ "$(ls "$LS/queued" | wc -l)" -eq 2 ]
 	[ "$(lst "$UA" --json | json '" ".join(sorted(j["owner"] for j in d["jobs"]))')" = "$UC root" ]
 }
