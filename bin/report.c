@@ -240,12 +240,15 @@ static enum mark att_mark(const struct attempt *a)
 }
 
 /* A time a job waited for cards, and the cards it waited for: NODE
- * NULL any node; NGPUS 0 any index. */
+ * NULL any node; NGPUS 0 any index.  STARTED: it ended when an attempt
+ * started (at E; such a wait may be empty, the attempt starting at
+ * once), rather than at the job's end or now. */
 struct wait {
 	long long s, e;
 	const char *node;
 	const int *gpus;
 	size_t ngpus;
+	int started;
 };
 
 /* Where job ID is among the N jobs of JOBS (sorted by ID), or NULL. */
@@ -304,14 +307,15 @@ static long long gap_from(const struct job *j, const struct attempt *p)
 
 /*
  * The times job J waited for cards (the rules at the top of this file),
- * each to ADD, unclipped.  FROM: wait_from.  NOW ends a wait that is
- * open.
+ * each to ADD, unclipped; one that ended when an attempt started is
+ * given even when it is empty (STARTED: the per-user mean wait counts
+ * it).  FROM: wait_from.  NOW ends a wait that is open.
  */
 static void job_waits(const struct job *j, long long from, long long now,
 		      void (*add)(void *arg, const struct wait *w), void *arg)
 {
 	const struct attempt *prev = NULL;
-	struct wait w = { 0, 0, j->def.node, j->def.gpus, j->def.ngpus };
+	struct wait w = { 0, 0, j->def.node, j->def.gpus, j->def.ngpus, 1 };
 	long long tail = 0;
 
 	if (jobdef_gpu_need(&j->def) == 0)
@@ -334,7 +338,7 @@ static void job_waits(const struct job *j, long long from, long long now,
 			w.s = from;
 		}
 		w.e = a->started;
-		if (w.e > w.s)
+		if (w.e >= w.s)
 			add(arg, &w);
 		prev = a;
 	}
@@ -349,6 +353,7 @@ static void job_waits(const struct job *j, long long from, long long now,
 		return;
 	}
 	w.e = tail;
+	w.started = 0;
 	if (w.e > w.s)
 		add(arg, &w);
 }
@@ -595,6 +600,109 @@ static void compute(void)
 	}
 }
 
+/* ---- per user ------------------------------------------------------------------ */
+
+/*
+ * Each owner's figures in the window (the jobs recorded without an
+ * owner under NAME NULL): GPU time, the cards x time of the user's
+ * attempts (sharers each counted: it is the user's use, not a card's);
+ * jobs, those alive in the window (submitted before its end, not ended
+ * before its start); attempts, those that held their cards (or ran, a
+ * CPU job's) in it; the mean wait, over the waits for cards that ended
+ * in it with an attempt starting (job_waits: an attempt that started at
+ * once waited 0), unclipped.
+ */
+struct ufig {
+	const char *name;       /* the records' (not owned); NULL: none */
+	long long card_ms;
+	size_t jobs, attempts, nwait;
+	long long wait_ms;
+};
+
+static struct ufig *ufigs;
+static size_t nufigs, capufigs;
+
+static struct ufig *ufig_of(const char *name)
+{
+	for (size_t i = 0; i < nufigs; i++)
+		if (!name ? !ufigs[i].name : ufigs[i].name && !strcmp(ufigs[i].name, name))
+			return &ufigs[i];
+	GROW(ufigs, nufigs, capufigs);
+	memset(&ufigs[nufigs], 0, sizeof ufigs[nufigs]);
+	ufigs[nufigs].name = name;
+	return &ufigs[nufigs++];
+}
+
+static void add_user_wait(void *arg, const struct wait *w)
+{
+	struct ufig *u = arg;
+
+	if (w->started && w->e >= since && w->e <= now) {
+		u->wait_ms += w->e - w->s;
+		u->nwait++;
+	}
+}
+
+/* Most GPU time first, then by name, the jobs without an owner last. */
+static int ufig_cmp(const void *pa, const void *pb)
+{
+	const struct ufig *a = pa, *b = pb;
+
+	if (a->card_ms != b->card_ms)
+		return a->card_ms > b->card_ms ? -1 : 1;
+	if (!a->name || !b->name)
+		return !a->name - !b->name;
+	return strcmp(a->name, b->name);
+}
+
+static void compute_users(void)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < njobs; i++) {
+		const struct job *j = &jobs[i];
+		struct ufig *u = ufig_of(j->owner);
+		long long born = j->submitted > 0 ? j->submitted : j->queued_at;
+		long long died = job_state_final(j->state) ? (j->finished > 0 ? j->finished : born) : now;
+
+		if (born <= now && died >= since)
+			u->jobs++;
+		for (size_t n = 0; n < j->natt; n++) {
+			const struct attempt *a = &j->att[n];
+			long long s, e;
+
+			if (!att_span(j, a, now, &s, &e) || !iv_clip(&s, &e, since, now))
+				continue;
+			u->attempts++;
+			u->card_ms += (long long)a->ngpus * (e - s);
+		}
+		job_waits(j, wait_from(j, jobs, njobs), now, add_user_wait, u);
+	}
+	/* Only the users the window saw. */
+	for (size_t i = 0; i < nufigs; i++)
+		if (ufigs[i].jobs || ufigs[i].attempts || ufigs[i].nwait)
+			ufigs[k++] = ufigs[i];
+	nufigs = k;
+	if (nufigs > 1)
+		qsort(ufigs, nufigs, sizeof *ufigs, ufig_cmp);
+}
+
+static char *hms(long long ms);
+
+#define UNCOL 5
+static const char *const uheader[UNCOL] = { "USER", "GPU-HOURS", "JOBS", "ATT", "MEAN-WAIT" };
+
+/* The cells of user U's row (malloc'd; the name made printable). */
+static void user_cells(const struct ufig *u, char **cell)
+{
+	if (!(cell[0] = printable(u->name ? u->name : "-")))
+		oom();
+	cell[1] = must_asprintf("%.2f", (double)u->card_ms / 3600000.0);
+	cell[2] = must_asprintf("%zu", u->jobs);
+	cell[3] = must_asprintf("%zu", u->attempts);
+	cell[4] = u->nwait ? hms(u->wait_ms / (long long)u->nwait) : xstrdup("-");
+}
+
 /* ---- text ---------------------------------------------------------------------- */
 
 static double share(long long part, long long whole)
@@ -670,6 +778,20 @@ static void print_table(void)
 	}
 	table_print(&t, stdout, term_width());
 	table_free(&t);
+	if (!nufigs)
+		return;
+	/* The users, after a blank line; every figure right-aligned. */
+	putchar('\n');
+	table_init(&t, UNCOL, 0x1eu);
+	table_row(&t, uheader);
+	for (size_t i = 0; i < nufigs; i++) {
+		char *cell[UNCOL];
+
+		user_cells(&ufigs[i], cell);
+		table_row_own(&t, cell);
+	}
+	table_print(&t, stdout, term_width());
+	table_free(&t);
 }
 
 /* ---- JSON ---------------------------------------------------------------------- */
@@ -724,6 +846,23 @@ static void print_json(void)
 				oom();
 			add_figures(co, c->busy, c->idle_wait, span, c->jobs, c->nbars);
 		}
+	}
+	if (!(arr = cJSON_AddArrayToObject(o, "users")))
+		oom();
+	for (size_t i = 0; i < nufigs; i++) {
+		const struct ufig *u = &ufigs[i];
+		cJSON *uo = cJSON_CreateObject();
+
+		if (!uo || !cJSON_AddItemToArray(arr, uo) ||
+		    !(u->name ? cJSON_AddStringToObject(uo, "user", u->name)
+			      : cJSON_AddNullToObject(uo, "user")) ||
+		    !cJSON_AddNumberToObject(uo, "gpu_hours", (double)u->card_ms / 3600000.0) ||
+		    !cJSON_AddNumberToObject(uo, "jobs", (double)u->jobs) ||
+		    !cJSON_AddNumberToObject(uo, "attempts", (double)u->attempts) ||
+		    !(u->nwait ? cJSON_AddNumberToObject(uo, "mean_wait_seconds",
+							 (double)u->wait_ms / (double)u->nwait / 1000.0)
+			       : cJSON_AddNullToObject(uo, "mean_wait_seconds")))
+			oom();
 	}
 	if (!(text = cJSON_Print(o)))
 		oom();
@@ -1070,6 +1209,29 @@ static void table_html(void)
 		}
 	}
 	ap("</tbody>\n</table>\n");
+	if (!nufigs)
+		return;
+	ap("<table class=\"users\">\n<thead><tr>");
+	for (size_t k = 0; k < UNCOL; k++) {
+		ap("<th>");
+		esc(uheader[k]);
+		ap("</th>");
+	}
+	ap("</tr></thead>\n<tbody>\n");
+	for (size_t i = 0; i < nufigs; i++) {
+		char *cell[UNCOL];
+
+		user_cells(&ufigs[i], cell);
+		ap("<tr>");
+		for (size_t m = 0; m < UNCOL; m++) {
+			ap("<td>");
+			esc(cell[m]);   /* the name is printable() already */
+			ap("</td>");
+			free(cell[m]);
+		}
+		ap("</tr>\n");
+	}
+	ap("</tbody>\n</table>\n");
 }
 
 static void build_html(const char *spool_path)
@@ -1092,6 +1254,7 @@ static void build_html(const char *spool_path)
 	   "th,td{padding:2px 10px;text-align:right;border-bottom:1px solid #dddddd}\n"
 	   "th:first-child,td:first-child,th:last-child,td:last-child{text-align:left}\n"
 	   "tr.node td{font-weight:bold}\n"
+	   "table.users td:last-child,table.users th:last-child{text-align:right}\n"
 	   "</style>\n</head>\n<body>\n<h1>cardbaton report</h1>\n<p>Spool ");
 	esc(spool_path);
 	ap(", from ");
@@ -1111,7 +1274,11 @@ static void build_html(const char *spool_path)
 	ap("<p>BUSY: the time some attempt held the card (the union: sharing jobs are not "
 	   "counted twice). JOBS, ATT: the jobs and attempts that used it. IDLE-WAIT%%: the share "
 	   "of the window during which the card was not busy while a job waited in the queue for "
-	   "cards it could take (cardbaton-report(1)). A node's row: the sum of its cards.</p>\n"
+	   "cards it could take (cardbaton-report(1)). A node's row: the sum of its cards. "
+	   "Per user: GPU-HOURS, the cards x time of the user's attempts in the window; JOBS, "
+	   "the user's jobs alive in it; ATT, its attempts that ran in it; MEAN-WAIT, the mean "
+	   "wait for cards of those that started in it; the user - stands for the jobs recorded "
+	   "without an owner.</p>\n"
 	   "</body>\n</html>\n");
 	free(from);
 	free(to);
@@ -1173,6 +1340,7 @@ static void free_all(void)
 	}
 	free(nodes);
 	free(waits);
+	free(ufigs);
 	spool_history_free(jobs, njobs);
 	sbuf_free(&html);
 }
@@ -1222,6 +1390,7 @@ int main(int argc, char **argv)
 	if (!since_arg)
 		since = earliest();
 	compute();
+	compute_users();
 	if (html_path) {
 		build_html(c.spool);
 		write_html(html_path);

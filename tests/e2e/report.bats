@@ -52,7 +52,7 @@ records() {
 		    if end is not None: a["finished_ms"] = ms(end)
 		    return a
 		def rec(id, state, d="done", atts=(), submitted=0, queued_at=None, finished=None,
-		        name=None, command=("sleep", "1"), **job):
+		        name=None, command=("sleep", "1"), owner=None, **job):
 		    job = dict(job, command=list(command))
 		    if name is not None: job["name"] = name
 		    r = {"id": str(id), "rev": 3, "state": state, "reason": "by hand", "priority": 0,
@@ -60,6 +60,7 @@ records() {
 		         "queued_at_ms": ms(submitted if queued_at is None else queued_at),
 		         "job": job, "attempts": list(atts)}
 		    if finished is not None: r["finished_ms"] = ms(finished)
+		    if owner is not None: r["owner"], r["owner_uid"] = owner, 5000 + len(owner)
 		    fn = ("%09d-%010d.job" % (100000000, id)) if d == "queued" else "%010d.job" % id
 		    with open(os.path.join(spool, d, fn), "w") as f:
 		        json.dump(r, f, indent=1)
@@ -139,7 +140,67 @@ rec(10, "running", "running", submitted=200, atts=[att(10, 0, "running", [0], 20
 	[[ ${lines[1]} == NODE*GPU*BUSY*BUSY%*JOBS*ATT*IDLE-WAIT%*UUID ]]
 	[[ ${lines[3]} == local*1*0:00:40*4*5*GPU-11111111 ]]
 	[[ ${lines[4]} == local*all*8*10*"(2 cards)" ]]
-	[ "${#lines[@]}" -eq 5 ]
+	# Then the users: these records have no owner.
+	[[ ${lines[5]} =~ ^USER\ +GPU-HOURS\ +JOBS\ +ATT\ +MEAN-WAIT$ ]]
+	[[ ${lines[6]} =~ ^-\ +[0-9.]+\ +10\ +10\ +0:00:0[0-9]$ ]]
+	[ "${#lines[@]}" -eq 7 ]
+}
+
+# The same history with owners: alice 1-3, bob 4-7, none 8-10.
+OWNED=$(sed -E 's/^rec\(([123]), ("[a-z]+")/rec(\1, \2, owner="alice"/; s/^rec\(([4567]), ("[a-z]+")/rec(\1, \2, owner="bob"/' <<<"$SCENARIO")
+
+@test "per user: GPU-hours (cards x time), jobs alive in the window, attempts, the mean wait for cards; --since clips them" {
+	records "$OWNED"
+	t0=$(cat "$T/t0")
+	before=$(date +%s%3N)
+	rep --json > "$T/r.json"
+	after=$(date +%s%3N)
+	python3 - "$T/r.json" "$t0" "$before" "$after" <<-'PY'
+		import json, sys
+		d = json.load(open(sys.argv[1]))
+		t0, before, after = map(int, sys.argv[2:])
+		u = d["users"]
+		# Most GPU time first: the jobs without an owner hold job 10's
+		# attempt, running since 200 s.
+		assert [x["user"] for x in u] == [None, "alice", "bob"], u
+		none, alice, bob = u
+		assert sorted(alice) == ["attempts", "gpu_hours", "jobs", "mean_wait_seconds", "user"], alice
+		# alice: 1 card 10 s, 2 cards 10 s, 1 card 5 + 10 s; waits 0, 8, 0
+		# and 10 after her pause (from its queued_at).
+		assert abs(alice["gpu_hours"] - 45 / 3600) < 1e-9, alice
+		assert (alice["jobs"], alice["attempts"], alice["mean_wait_seconds"]) == (3, 4, 4.5), alice
+		# bob: 1 card 10 + 10 s, a CPU job, an aborted attempt, 5 s; waits
+		# 0, 10 after a preemption, 5 from a begin (job 6 never started).
+		assert abs(bob["gpu_hours"] - 25 / 3600) < 1e-9, bob
+		assert (bob["jobs"], bob["attempts"], bob["mean_wait_seconds"]) == (4, 3, 5), bob
+		lo, hi = (15 + (before - t0) / 1000 - 200) / 3600, (15 + (after - t0) / 1000 - 200) / 3600
+		assert lo - 1e-6 <= none["gpu_hours"] <= hi + 1e-6, (none, lo, hi)
+		assert (none["jobs"], none["attempts"]) == (3, 3), none
+		assert abs(none["mean_wait_seconds"] - 10 / 3) < 1e-9, none
+	PY
+	# The table, after the cards'.
+	run --separate-stderr rep
+	[ "$status" -eq 0 ]
+	[[ ${lines[5]} =~ ^USER\ +GPU-HOURS\ +JOBS\ +ATT\ +MEAN-WAIT$ ]]
+	[[ ${lines[6]} =~ ^-\ +0\.9[0-9]\ +3\ +3\ +0:00:03$ ]]
+	[[ ${lines[7]} =~ ^alice\ +0\.01\ +3\ +4\ +0:00:04$ ]]
+	[[ ${lines[8]} =~ ^bob\ +0\.01\ +4\ +3\ +0:00:05$ ]]
+	[ "${#lines[@]}" -eq 9 ]
+	# --since 100 s after T0: alice's jobs had all ended; bob's 5, 6, 7
+	# were alive, 7's attempt and its wait in the window.
+	s=$(python3 -c "import time; print(time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime($t0 / 1000 + 100)))")
+	rep --since "$s" --json > "$T/r.json"
+	python3 - "$T/r.json" <<-'PY'
+		import json, sys
+		u = json.load(open(sys.argv[1]))["users"]
+		assert [(x["user"], x["jobs"], x["attempts"], x["mean_wait_seconds"]) for x in u] == \
+		       [(None, 3, 3, 10 / 3), ("bob", 3, 1, 5)], u
+		assert abs(u[1]["gpu_hours"] * 3600 - 5) < 1e-6, u
+	PY
+	# The HTML has the users' table too.
+	rep --html "$T/r.html" > /dev/null
+	grep -q '<table class="users">' "$T/r.html"
+	grep -q '<td>alice</td><td>0.01</td><td>3</td><td>4</td><td>0&#58;00&#58;04</td>' "$T/r.html"
 }
 
 @test "--since clips every interval to the window; a window after every attempt shows the cards idle" {
