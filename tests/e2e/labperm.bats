@@ -7,85 +7,25 @@
 # promote goes ahead of the member's own jobs only; drain and undrain are
 # an admin's, written to ctl/ and applied by the daemon.
 #
-# Needs root (useradd, setpriv): each test skips without it.  The accounts
-# are this file's own (cbp, 4 hex digits of the build directory, _alice:
-# the plain and sanitizer lanes of make test never share one), made in
-# setup_file and removed in teardown_file; the daemon runs as root, the
-# spool's owner.
+# tests/lib/lab.bash makes the accounts (prefix cbp, this file's own: 4
+# hex digits of the build directory keep the plain and sanitizer lanes
+# apart), $L, the config $LC and the spool $LS; the daemon runs as root,
+# the spool's owner.
 
 load ../lib/common
+load ../lib/lab
 
 bats_require_minimum_version 1.5.0
 test_timeout 120
 
-names() {
-	local h
-	h=$(printf '%s' "${CB_BUILD:?}" | cksum | cut -d' ' -f1)
-	h=$(printf '%04x' $(( h % 65536 )))
-	G=cbp${h}_lab UA=cbp${h}_alice UB=cbp${h}_bob UC=cbp${h}_carol
-}
-
-can() {
-	local x
-	[ "$(id -u)" -eq 0 ] || return 1
-	for x in groupadd useradd userdel groupdel setpriv; do
-		command -v "$x" >/dev/null || return 1
-	done
-}
-
-setup_file() {
-	local u
-	can || return 0
-	names
-	groupadd -f "$G" || return 1
-	for u in "$UA" "$UB" "$UC"; do
-		id "$u" >/dev/null 2>&1 || useradd -M -N -g "$G" -G "$G" -s /bin/sh "$u" || return 1
-	done
-}
-
-# Every process of the accounts killed.
-kill_accounts() {
-	local u uid p
-	for u in "$UA" "$UB" "$UC"; do
-		uid=$(id -u "$u" 2>/dev/null) || continue
-		for p in $(ps -o pid= -U "$uid" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-	done
-	return 0
-}
-
-teardown_file() {
-	local u
-	can || return 0
-	names
-	kill_accounts
-	for u in "$UA" "$UB" "$UC"; do userdel -f "$u" >/dev/null 2>&1; done
-	groupdel "$G" >/dev/null 2>&1
-	return 0
-}
+setup_file() { lab_accounts cbp; }
+teardown_file() { lab_accounts_down cbp; }
 
 setup() {
-	local u
-	can || skip "needs root, useradd and setpriv: real accounts"
 	setup_common
-	names
-	id "$UA" >/dev/null 2>&1 || { echo "no accounts (setup_file)" >&2; return 1; }
-	# Under /tmp, traversable by every account ($T is under 0700 dirs).
-	L=$(mktemp -d /tmp/cbperm.XXXXXX) || return 1
-	echo "$L" > "$T/lab.dir"
-	chmod 0755 "$L"
-	C=$L/config.yaml S=$L/spool
-	for u in "$UA" "$UB" "$UC"; do
-		install -d -m 0700 -o "$u" -g "$G" "$L/home-$u" || return 1
-	done
-	mkdir -p "$L/gpus/bin"
-	ln -s "$CB_TOP/tests/fake-nvidia-smi" "$L/gpus/bin/nvidia-smi"
-	cp "$FAKE_GPU_DIR/gpus.csv" "$L/gpus/gpus.csv"
-	: > "$L/gpus/apps.csv"
-	chmod -R go+rX "$L/gpus"
-	export FAKE_GPU_DIR=$L/gpus
-	printf 'spool: %s\nnodes:\n  local:\n    local: true\nlab:\n  group: %s\n  admins: [%s]\n  users:\n    default: {max_priority: 10}\n' \
-		"$S" "$G" "$UC" > "$C"
-	chgrp "$G" "$C" && chmod 0640 "$C"
+	lab_setup
+	lab_config '  users:' '    default: {max_priority: 10}'
+	C=$LC S=$LS
 	# ck.sh: a resumable job (the checkpoint contract in sh).
 	cat > "$L/ck.sh" <<-'EOF'
 	#!/bin/sh
@@ -97,43 +37,20 @@ setup() {
 	exit 75
 	EOF
 	chmod 0755 "$L/ck.sh"
-	cardbaton-spoold --config "$C" --once >>"$T/daemon.log" 2>&1    # makes the spool
+	lab_spool
 }
 
 teardown() {
-	local dir
-	[ -n "${L:-}" ] || return 0
-	stop_daemon
-	kill_accounts
+	lab_teardown
 	teardown_common
-	dir=$(cat "$T/lab.dir" 2>/dev/null) || return 0
-	case $dir in /tmp/cbperm.*) rm -rf "$dir" ;; esac
 }
 
-# as USER CMD...: CMD as USER, with USER's groups, a clean environment.
-as() {
-	local u=$1
-	shift
-	(cd "$L/home-$u" && setpriv --reuid="$u" --regid="$G" --init-groups \
-		env -i HOME="$L/home-$u" PATH="$CB_BUILD:$L/gpus/bin:/usr/bin:/bin" LC_ALL=C \
-		FAKE_GPU_DIR="$L/gpus" CARDBATON_WORKER="$CB_BUILD/cardbaton-worker" CARDBATON_NVML=off \
-		"$@")
-}
-# tool USER TOOL ARGS: cardbaton-TOOL as USER on the lab's config.
-tool() { local u=$1 t=$2; shift 2; as "$u" "cardbaton-$t" --config "$C" "$@"; }
-# f ID KEY: a field of job ID's status --json element (as root).
-f() { cardbaton-status --config "$C" --json "$1" | json "d['jobs'][0]['$2']"; }
+tool() { ltool "$@"; }
+f() { lab_field "$@"; }
+daemon() { lab_daemon; }
 # by USER NAME [CONTENT]: USER writes ctl/NAME by hand (tmp/, then rename).
 by() {
 	as "$1" sh -c 'printf "%s" "$3" > "$1/tmp/$2" && mv "$1/tmp/$2" "$1/ctl/$2"' sh "$S" "$2" "${3-}"
-}
-# daemon: the lab's daemon, as root ($DAEMON_PID; stop_daemon stops it).
-daemon() {
-	local before
-	before=$(grep -c 'serving' "$T/daemon.log" 2>/dev/null || true)
-	cardbaton-spoold --config "$C" >>"$T/daemon.log" 2>&1 &
-	DAEMON_PID=$!
-	wait_for 10 '[ "$(grep -c serving "$T/daemon.log")" -gt "${before:-0}" ]'
 }
 refused_total() { sed -n 's/^cardbaton_requests_refused_total //p' "$S/metrics.prom"; }
 
@@ -202,6 +119,25 @@ refused_total() { sed -n 's/^cardbaton_requests_refused_total //p' "$S/metrics.p
 	run -0 tool "$UC" cancel "$q"
 	wait_for 10 '[ "$(f "$q" state)" = cancelled ]'
 	[ "$(refused_total)" = 5 ]
+}
+
+@test "a job without an owner (a record from before owners) is an admin's alone" {
+	q=$(tool "$UA" submit --hold -- true)
+	lab_once
+	rec=$(ls "$S"/queued/*-$(printf %010d "$q").job)
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d.pop("owner"); d.pop("owner_uid"); json.dump(d, open(sys.argv[1], "w"))' "$rec"
+	[ "$(f "$q" owner)" = None ]
+	for u in "$UA" "$UB"; do
+		run --separate-stderr tool "$u" hold "$q"
+		failed 77 cardbaton-hold
+		[ "$stderr" = "cardbaton-hold: job $q has no owner: only an admin may hold it" ]
+	done
+	by "$UA" "$q.cancel.1.1"
+	daemon
+	wait_for 10 'grep -qxF "cardbaton-spoold: ctl/$q.cancel.1.1: $UA may not cancel job $q (it has no owner): refused" "$T/daemon.log"'
+	[ "$(f "$q" state)" = queued ]
+	run -0 tool "$UC" cancel "$q"
+	wait_for 10 '[ "$(f "$q" state)" = cancelled ]'
 }
 
 @test "a member's promote goes ahead of the member's own queued jobs only, at most max_priority; an admin's above everything" {
