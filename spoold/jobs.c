@@ -1020,8 +1020,11 @@ done:
 static char *metrics_now_text(struct daemon *d)
 {
 	struct metrics_now now = { (long long)d->nq, 0, (long long)d->nr, d->npaused, { 0 },
-				   NULL, 0 };
+				   NULL, 0, NULL, 0 };
 	struct node_status *ns = calloc(d->nnodes + 1, sizeof *ns);
+	struct metrics_user *mu = NULL;
+	double *eff = NULL, *gs = NULL;
+	long long *held = NULL;
 	char *text = NULL;
 
 	if (!ns)
@@ -1041,11 +1044,27 @@ static char *metrics_now_text(struct daemon *d)
 		if (node_status_of(d, &d->nodes[now.nnodes], &ns[now.nnodes]) < 0)
 			goto out;
 	now.nodes = ns;
+	/* A lab's users (tally.c): the GPU time of each one's attempts, ended
+	 * and running, and the cards each holds now. */
+	if (d->cfg.lab && d->ntally) {
+		if (!(mu = calloc(d->ntally, sizeof *mu)) || !(eff = calloc(d->ntally, sizeof *eff)) ||
+		    !(gs = calloc(d->ntally, sizeof *gs)) || !(held = calloc(d->ntally, sizeof *held)))
+			goto out;
+		tally_now(d, now_ms(), eff, held, gs);
+		for (size_t u = 0; u < d->ntally; u++)
+			mu[u] = (struct metrics_user){ d->tally[u].name, gs[u], held[u] };
+		now.users = mu;
+		now.nusers = d->ntally;
+	}
 	text = metrics_text(&d->metrics, &now);
 out:
 	for (size_t k = 0; k < now.nnodes; k++)
 		node_status_of_free(&ns[k]);
 	free(ns);
+	free(mu);
+	free(eff);
+	free(gs);
+	free(held);
 	return text;
 }
 

@@ -382,6 +382,22 @@ static void gauges(struct printer *p, const struct metrics *m, const struct metr
 			gauge(p, "cardbaton_node_gpus_timestamp_seconds",
 			      (const char *const[]){ "node", now->nodes[k].name, NULL },
 			      (double)(now->nodes[k].cards_at / 1000));
+	/* A lab's users (none elsewhere: the families are left out). */
+	if (now->nusers) {
+		p_family(&p->v, "cardbaton_user_gpu_seconds_total", "counter",
+			 "GPU time of the user's attempts, ended and running: cards x seconds "
+			 "(a lab's spool).");
+		for (size_t u = 0; u < now->nusers; u++)
+			gauge(p, "cardbaton_user_gpu_seconds_total",
+			      (const char *const[]){ "user", now->users[u].user, NULL },
+			      now->users[u].gpu_seconds);
+		p_family(&p->v, "cardbaton_user_gpus_held", "gauge",
+			 "Cards the user's running, pausing and staged attempts hold (a lab's spool).");
+		for (size_t u = 0; u < now->nusers; u++)
+			gauge(p, "cardbaton_user_gpus_held",
+			      (const char *const[]){ "user", now->users[u].user, NULL },
+			      (double)now->users[u].gpus_held);
+	}
 	p_family(&p->v, "cardbaton_daemon_start_time_seconds", "gauge",
 		 "When the daemon that wrote this started (Unix time).");
 	gauge(p, "cardbaton_daemon_start_time_seconds", NULL, (double)(m->started / 1000));

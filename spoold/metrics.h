@@ -81,12 +81,25 @@ void metrics_preempted(struct metrics *m);      /* a preemption asked a job to y
 void metrics_paused(struct metrics *m);         /* a `pause` request applied */
 void metrics_refused(struct metrics *m);        /* a ctl/ request refused: not the caller's */
 
+/* A user of a lab's spool as the daemon counts (tally.c): the plain
+ * cards x seconds of the user's attempts, ended and running (a counter:
+ * made from the records, so it never goes down across a restart), and
+ * the cards the user's running, pausing and staged attempts hold. */
+struct metrics_user {
+	const char *user;                       /* the owner's name ("-": none) */
+	double gpu_seconds;
+	long long gpus_held;
+};
+
 /* What the daemon holds now, for the gauges. */
 struct metrics_now {
 	long long queued, held, running, paused;
 	long long band[3];                      /* queued by priority: < 0, 0, > 0 */
 	const struct node_status *nodes;        /* in M's node order */
 	size_t nnodes;
+	/* A lab's spool: its users (none: cardbaton_user_* left out). */
+	const struct metrics_user *users;
+	size_t nusers;
 };
 
 /* The text of metrics.prom (malloc'd; NULL: out of memory). */

@@ -52,8 +52,44 @@ gate() { sub --gpu-count "${2:-1}" -- sh -c "while [ ! -e '$T/$1' ]; do sleep 0.
 	[ "$(val 'cardbaton_queue_wait_seconds_count')" = 2 ]
 	# The file is the tool's output, byte for byte.
 	diff <(cardbaton-metrics --config "$C") "$T/spool/metrics.prom"
+	# Not a lab's spool: no user families.
+	not grep -q cardbaton_user_ "$T/spool/metrics.prom"
 	touch "$T/b"
 	wait_for 10 'final "$b"'
+}
+
+@test "a lab's spool: cardbaton_user_gpu_seconds_total and cardbaton_user_gpus_held per user, from the records across a restart; promtool passes" {
+	me=$(id -un)
+	# Root's own group and root an admin; this account named in users,
+	# so that it is shown from the start.
+	printf 'spool: ./spool\nnodes:\n  local:\n    local: true\nlab:\n  group: root\n  admins: [root]\n  users:\n    %s: {shares: 2}\n' "$me" > "$C"
+	start_daemon
+	held="cardbaton_user_gpus_held{user=\"$me\"}"
+	used="cardbaton_user_gpu_seconds_total{user=\"$me\"}"
+	wait_for 10 '[ "$(val "$held")" = 0 ]'
+	check
+	grep -q '^# TYPE cardbaton_user_gpu_seconds_total counter$' "$T/spool/metrics.prom"
+	a=$(gate a 2)
+	wait_for 10 '[ "$(job_state "$a")" = running ]'
+	wait_for 10 '[ "$(val "$held")" = 2 ]'
+	# A running attempt's time counts as it runs (the file is rewritten
+	# at the daemon's next turn: a reconcile is every 5 s).
+	wait_for 20 'python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) > 0 else 1)" "$(val "$used")"'
+	check
+	touch "$T/a"
+	wait_for 10 'final "$a"'
+	wait_for 10 '[ "$(val "$held")" = 0 ]'
+	# Ended: 2 cards x the attempt's time, as its record says.
+	want=$(python3 -c 'import json, sys
+a = json.load(open(sys.argv[1]))["attempts"][-1]
+print(2 * (a["finished_ms"] - a["started_ms"]) / 1000)' "$T/spool/done/$(printf %010d "$a").job")
+	wait_for 10 'python3 -c "import sys; sys.exit(0 if abs(float(sys.argv[1]) - float(sys.argv[2])) < 1e-6 else 1)" "$(val "$used")" "$want"'
+	check
+	# A restart counts it again from the records: never lower.
+	stop_daemon
+	start_daemon
+	wait_for 10 'python3 -c "import sys; sys.exit(0 if abs(float(sys.argv[1]) - float(sys.argv[2])) < 1e-6 else 1)" "$(val "$used")" "$want"'
+	[ "$(val "$held")" = 0 ]
 }
 
 @test "an idle daemon reads the cards again every gpu_refresh_seconds: a card changed outside the queue shows in metrics.prom and nodes/NAME.json, with the reading's time" {

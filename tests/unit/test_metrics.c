@@ -42,7 +42,15 @@ static double value(const char *text, const char *key)
 	return -1;
 }
 
+/* The text with USERS (NUSERS of them: a lab's spool; 0: none). */
+static char *text_users(struct metrics *m, const struct metrics_user *users, size_t nusers);
+
 static char *text_of(struct metrics *m)
+{
+	return text_users(m, NULL, 0);
+}
+
+static char *text_users(struct metrics *m, const struct metrics_user *users, size_t nusers)
 {
 	struct node_card cards[2] = {
 		{ 0, "GPU-0", "A100", 1024, 81920, 50, 1, 0, "0badc0de-1-0", 1, NULL, 0 },
@@ -52,7 +60,7 @@ static char *text_of(struct metrics *m)
 		{ "n1", 1, NULL, T0, 0, cards, 2, T0 + 5500 },
 		{ "n\"2", 0, "down", T0, 1, NULL, 0, 0 },
 	};
-	struct metrics_now now = { 3, 1, 1, 2, { 1, 2, 0 }, ns, 2 };
+	struct metrics_now now = { 3, 1, 1, 2, { 1, 2, 0 }, ns, 2, users, nusers };
 
 	return metrics_text(m, &now);
 }
@@ -133,6 +141,8 @@ static void test_steps(void)
 	/* When the cards were read (whole seconds); a node never read: none. */
 	CHECK(value(t, "cardbaton_node_gpus_timestamp_seconds{node=\"n1\"}") == T0 / 1000 + 5);
 	CHECK(value(t, "cardbaton_node_gpus_timestamp_seconds{node=\"n\\\"2\"}") == -1);
+	/* Not a lab's spool: no user families. */
+	CHECK(!strstr(t, "cardbaton_user_"));
 
 	/* A restart: a new daemon reads the file back; one more success. */
 	{
@@ -154,6 +164,43 @@ static void test_steps(void)
 		CHECK(value(t2, "cardbaton_requests_refused_total") == 2);    /* read back */
 		CHECK(m2.node[0].handoff.n[3] == 1 && m2.node[0].handoff.n[4] == 0);
 		free(t2);
+		metrics_free(&m2);
+	}
+	free(t);
+	metrics_free(&m);
+}
+
+/* A lab's users: cardbaton_user_gpu_seconds_total (a counter) and
+ * cardbaton_user_gpus_held (a gauge) per user, labels escaped; no user
+ * (not a lab's spool): neither family, not even its HELP. */
+static void test_users(void)
+{
+	const char *nodes[] = { "n1" };
+	const struct metrics_user users[] = {
+		{ "alice", 36000.5, 2 }, { "bob\"x", 0, 0 }, { "-", 12, 1 },
+	};
+	struct metrics m;
+	char *t;
+
+	CHECK(metrics_init(&m, nodes, 1, T0) == 0);
+	CHECK((t = text_users(&m, users, 3)) != NULL);
+	CHECK(value(t, "cardbaton_user_gpu_seconds_total{user=\"alice\"}") == 36000.5);
+	CHECK(value(t, "cardbaton_user_gpu_seconds_total{user=\"bob\\\"x\"}") == 0);
+	CHECK(value(t, "cardbaton_user_gpu_seconds_total{user=\"-\"}") == 12);
+	CHECK(value(t, "cardbaton_user_gpus_held{user=\"alice\"}") == 2);
+	CHECK(value(t, "cardbaton_user_gpus_held{user=\"bob\\\"x\"}") == 0);
+	CHECK(value(t, "cardbaton_user_gpus_held{user=\"-\"}") == 1);
+	CHECK(t && strstr(t, "# TYPE cardbaton_user_gpu_seconds_total counter\n") != NULL);
+	CHECK(t && strstr(t, "# TYPE cardbaton_user_gpus_held gauge\n") != NULL);
+	/* Not read back at a restart: made from the records each time. */
+	{
+		struct metrics m2;
+
+		CHECK(metrics_init(&m2, nodes, 1, T0) == 0);
+		metrics_restore(&m2, t, strlen(t));
+		free(t);
+		CHECK((t = text_of(&m2)) != NULL);
+		CHECK(t && !strstr(t, "cardbaton_user_"));
 		metrics_free(&m2);
 	}
 	free(t);
@@ -206,5 +253,6 @@ int main(void)
 {
 	test_steps();
 	test_restore_hostile();
+	test_users();
 	return T_DONE();
 }
