@@ -446,7 +446,8 @@ static void parse_param(const char *val, struct job_def *f)
  * as the daemon will read it (more than JOB_MAX_MEMBERS, or a member
  * that breaks a limit once its {...} are replaced: a usage error).
  */
-/* A lab's count of one user's jobs not ended (status_read's views). */
+/* A lab's count of one user's jobs not ended: status_read's views (a
+ * submission not accepted yet shows its file's owner). */
 struct mine {
 	const char *me;
 	long long n;
@@ -458,32 +459,6 @@ static void count_mine(void *arg, struct status_view *v, int stable)
 
 	(void)stable;
 	m->n += v->owner && !strcmp(v->owner, m->me);
-}
-
-/* The user's submissions not accepted yet (new/, incoming/: the files
- * are the user's, their jobs as many as their names hold). */
-static long long pending_mine(struct spool *sp, enum spool_dir dir)
-{
-	char **names;
-	size_t n;
-	long long count = 0;
-
-	if (spool_list(sp, dir, &names, &n) < 0)
-		die_sys(EX_OSERR_, "%s/%s", sp->path, spool_dir_name[dir]);
-	for (size_t i = 0; i < n; i++) {
-		long long prio, seq, members = 1;
-		struct stat st;
-
-		if (fstatat(sp->dir[dir], names[i], &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-		    st.st_uid != getuid() || !S_ISREG(st.st_mode))
-			continue;
-		if (name_classify_new(names[i], &prio, &seq, &members) < 0 &&
-		    spool_pending_ids(dir, names[i], &seq, &members) < 0)
-			continue;
-		count += members;
-	}
-	spool_list_free(names, n);
-	return count;
 }
 
 /*
@@ -511,7 +486,6 @@ static void check_limits(const struct config *c, struct spool *sp, const struct 
 		if (status_read(sp, &r, &err) < 0)
 			die_err(&err);
 		status_read_free(&r);
-		m.n += pending_mine(sp, SD_NEW) + pending_mine(sp, SD_INCOMING);
 		if (m.n + n > lim->max_queued)
 			die(EX_TEMPFAIL_, "user limit: %s has %lld job%s not ended (max_queued %lld)", me,
 			    m.n, m.n == 1 ? "" : "s", lim->max_queued);
@@ -523,6 +497,7 @@ static long long check_members(const struct job_def *jd, const char *fname)
 {
 	struct expander x;
 	const char *why;
+	long long n;
 
 	if (expander_init(&x, jd, &why) < 0) {
 		if (!why)
@@ -542,8 +517,9 @@ static long long check_members(const struct job_def *jd, const char *fname)
 		check_roundtrip(&md, fname);
 		jobdef_free(&md);
 	}
-	expander_free(&x);
-	return (long long)x.n;
+	n = (long long)x.n;
+	expander_free(&x);      /* (which zeroes X) */
+	return n;
 }
 
 int main(int argc, char **argv)

@@ -92,6 +92,9 @@ static int make_id(struct spool *sp, struct cb_err *err)
 	}
 	if (errno != ENOENT)
 		return root_file_err(sp, "id", EX_OSERR_, err);
+	if (sp->lab && !sp->daemon)     /* the daemon makes a lab's spool */
+		return cb_err_set(err, EX_TEMPFAIL_, "%s: being made by the lab's daemon (no id yet); "
+				  "try again", sp->path);
 	if ((fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC)) < 0 ||
 	    read(fd, rnd, sizeof rnd) != (ssize_t)sizeof rnd) {
 		if (fd >= 0)
@@ -160,12 +163,21 @@ static int open_subdir(struct spool *sp, const char *name, struct cb_err *err)
 	return -1;
 }
 
+static int lab_check(struct spool *sp, int fd, const char *name, gid_t gid, struct cb_err *err);
+
 int spool_subdir(struct spool *sp, const char *name, struct cb_err *err)
 {
+	int fd;
+
 	if (make_subdir(sp, name) < 0)
 		return cb_err_sys(err, write_ex() == EX_TEMPFAIL_ ? EX_TEMPFAIL_ : EX_CONFIG_, "%s/%s",
 				  sp->path, name);
-	return open_subdir(sp, name, err);
+	if ((fd = open_subdir(sp, name, err)) >= 0 && sp->daemon &&
+	    lab_check(sp, fd, name, sp->gid, err) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
 
 /* A lab's spool: NAME ("": the spool) is what LAYOUT.md §15 says, as
@@ -193,6 +205,29 @@ static int lab_check(struct spool *sp, int fd, const char *name, gid_t gid, stru
 }
 
 static int open_lockfile(struct spool *sp, const char *name);
+
+/* A lab's file NAME of the spool root, when it is there, is what LAYOUT.md
+ * §15 says (a regular file of mode WANT, the daemon's account's and the
+ * group's), or the error names the difference. */
+static int lab_check_file(struct spool *sp, const char *name, mode_t want, gid_t gid,
+			  struct cb_err *err)
+{
+	struct stat st;
+
+	if (fstatat(sp->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : cb_err_sys(err, EX_CONFIG_, "%s/%s", sp->path, name);
+	if (!S_ISREG(st.st_mode))
+		return cb_err_set(err, EX_CONFIG_, "%s/%s: not a regular file", sp->path, name);
+	if (st.st_uid != geteuid() || st.st_gid != gid)
+		return cb_err_set(err, EX_CONFIG_, "%s/%s: owned by uid %lu gid %lu, expected the "
+				  "daemon's account and the lab's group (uid %lu gid %lu)", sp->path, name,
+				  (unsigned long)st.st_uid, (unsigned long)st.st_gid,
+				  (unsigned long)geteuid(), (unsigned long)gid);
+	if ((st.st_mode & 07777) != want)
+		return cb_err_set(err, EX_CONFIG_, "%s/%s: mode %04o, expected %04o", sp->path, name,
+				  (unsigned)(st.st_mode & 07777), (unsigned)want);
+	return 0;
+}
 
 /* The lab daemon's files of the spool root that members use: seq (they
  * take numbers: 0660, written in place only, as the spool is not
@@ -255,6 +290,7 @@ static int open_spool(struct spool *sp, const char *path, int create, int lab, g
 	}
 	sp->uid = st.st_uid;
 	sp->lab = lab;
+	sp->gid = gid;
 	/* Private unless SPOOL is set-group-ID: then shared with its group
 	 * as far as its group bits say (LAYOUT.md §1).  A lab's: §15. */
 	sp->fmode = lab ? LAB_FMODE : 0600;
@@ -276,7 +312,11 @@ static int open_spool(struct spool *sp, const char *path, int create, int lab, g
 		if (daemon && lab && lab_check(sp, sp->dir[i], spool_dir_name[i], gid, err) < 0)
 			goto fail;
 	}
-	if (lab && daemon && lab_seq_files(sp, err) < 0)
+	if (lab && daemon && (lab_seq_files(sp, err) < 0 ||
+			      lab_check_file(sp, "seq", 0660, gid, err) < 0 ||
+			      lab_check_file(sp, "seq.lock", LAB_FMODE, gid, err) < 0 ||
+			      lab_check_file(sp, "lock", 0600, gid, err) < 0 ||
+			      lab_check_file(sp, "id", LAB_FMODE, gid, err) < 0))
 		goto fail;
 	/* A lab's daemon stages its own writes where no member can put a
 	 * file in the way of its temp names (tmp/ is theirs). */
@@ -291,6 +331,15 @@ static int open_spool(struct spool *sp, const char *path, int create, int lab, g
 		sp->daemon = 1;
 		if (lab_check(sp, fd, "stage", gid, err) < 0)
 			goto fail;
+		/* The daemon's own directories made later (spool_subdir),
+		 * checked at every start too. */
+		for (size_t k = 0; k < 2; k++) {
+			const char *name = k ? "drain" : "hooks";
+
+			if ((fd = spool_subdir(sp, name, err)) < 0)
+				goto fail;
+			close(fd);
+		}
 	}
 	if (make_id(sp, err) < 0)
 		goto fail;

@@ -33,6 +33,7 @@ struct spool {
 	int drop_tmp;           /* a lab's daemon: the members' tmp/ (DIR[SD_TMP] is then
 				   its own stage/, which no member can write), else -1 */
 	uid_t uid;              /* the spool's owner: the daemon's account */
+	gid_t gid;              /* a lab's group */
 };
 
 /* The sysexits code of a failed spool write with errno E: EX_TEMPFAIL_

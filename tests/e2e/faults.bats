@@ -82,6 +82,24 @@ need_hosts() {
 	wait
 }
 
+@test "the limited user's card slots see her past max_gpus (the lab soak's live check)" {
+	mkdir -p "$T/effects" "$T/cards" "$T/users"
+	SOAK_USER=ann SOAK_MAX_GPUS=2 CARDBATON_ATTEMPT_ID=0000abcd-1-0 CUDA_VISIBLE_DEVICES=GPU-a,GPU-b \
+		bash "$CB_TOP/tests/soak/job.sh" "$T" 3 0 3>&- &
+	wait_for 10 '[ -e "$T/effects/1" ] && pgrep -f "sleep 3" >/dev/null'
+	[ ! -e "$T/violations" ]
+	# Another user's job, or one without the limit: nothing to see.
+	run env SOAK_USER=ben SOAK_MAX_GPUS=2 CARDBATON_ATTEMPT_ID=0000abcd-2-0 CUDA_VISIBLE_DEVICES=GPU-c \
+		bash "$CB_TOP/tests/soak/job.sh" "$T" 0 0
+	[ ! -e "$T/violations" ]
+	run env SOAK_USER=ann SOAK_MAX_GPUS=2 CARDBATON_ATTEMPT_ID=0000abcd-3-0 CUDA_VISIBLE_DEVICES=GPU-d \
+		bash "$CB_TOP/tests/soak/job.sh" "$T" 0 0
+	[ "$status" -eq 0 ]
+	grep -q '^OVERLIMIT ann 0000abcd-3-0 ' "$T/violations"
+	[ "$(wc -l < "$T/violations")" -eq 1 ]
+	wait
+}
+
 @test "the checker reports a job run twice, a false loss and a double booking" {
 	d=$T/run
 	mkdir -p "$d/effects" "$d/faults" "$d/spool/done"
@@ -120,6 +138,11 @@ need_hosts() {
 	echo "$output" | grep -E '^soak: (jobs|faults|lost|seed)' | sed 's/^/# /' >&3
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"SOAK_RESULT "*'"violations": 0'* ]]
+	# Three users of a lab's spool, one of them limited, where accounts
+	# can be made (root: as CI is).
+	if [ "$(id -u)" = 0 ]; then
+		[[ "$output" == *'"limits_passed": 0'* && "$output" == *'"users": 3'* ]]
+	fi
 }
 
 # The fault run's first finding, made deterministic: a daemon that

@@ -39,7 +39,9 @@ effects/JOBID, violations) and what the driver did (plan, faults/).
         and at the end no process holds any file of the attempt and its
         lock is free;
       - was not run again: the job has at most one start (3.).
- 5. No card held by two jobs at once: no DOUBLE line in `violations`
+ 5. No card held by two jobs at once, and no user past max_gpus: no
+    OVERLIMIT line (a lab's run: job.sh of the limited user's jobs takes
+    one of its max_gpus slots a card); no DOUBLE line in `violations`
     (each job takes a non-blocking flock per card in
     CUDA_VISIBLE_DEVICES and holds it while it runs; a sharing job a
     shared one, so no exclusive job is ever beside a sharer), no
@@ -225,7 +227,7 @@ def main():
                 pauses.setdefault(n, set()).add(p[1])
             else:
                 v.append(f"effects/{n}: malformed line {l!r}")
-    doubles = []
+    doubles, overlimit = [], []
     for l in read_lines(f"{d}/violations"):
         p = l.split()
         if p and p[0] == "DOUBLE":
@@ -234,6 +236,9 @@ def main():
         elif p and p[0] == "OVERSHARE":
             doubles.append(l)
             v.append(f"card shared by more jobs than max_jobs_per_gpu: {l}")
+        elif p and p[0] == "OVERLIMIT":
+            overlimit.append(l)
+            v.append(f"a user held more cards at once than max_gpus: {l}")
         elif l:
             v.append(f"violations: {l}")
 
@@ -448,6 +453,9 @@ def main():
     yields = sum(len(x) for x in pauses.values())
     if yields:
         print(f"soak: preempted and resumed {yields} times ({len(pauses)} jobs)")
+    users = sorted({x["desc"].rsplit(" user=", 1)[1] for x in plan.values() if " user=" in x["desc"]})
+    if users:
+        print(f"soak: users {len(users)} ({', '.join(users)}), max_gpus passed {len(overlimit)}")
     print(f"soak: jobs lost {lost_unexplained}, run twice {run_twice}, cards double-booked {len(doubles)}, "
           f"violations {len(v)}")
     res = {
@@ -457,7 +465,7 @@ def main():
         "faults": counts, "faults_total": total_faults, "lost_verdicts": lost_verdicts,
         "yields": sum(len(x) for x in pauses.values()),
         "jobs_lost": lost_unexplained, "run_twice": run_twice, "double_booked": len(doubles),
-        "violations": len(v),
+        "users": len(users), "limits_passed": len(overlimit), "violations": len(v),
     }
     print("SOAK_RESULT " + json.dumps(res, sort_keys=True))
     return 1 if v else 0

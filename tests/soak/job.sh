@@ -20,6 +20,11 @@
 #   slots cards/UUID.sK, "OVERSHARE UUID AID MS" when none is free:
 #   more than N sharers on the card at once)
 #
+#   (with SOAK_USER and SOAK_MAX_GPUS in its environment, a job of a
+#   lab's user with that max_gpus: for each card it takes one of the
+#   user's SOAK_MAX_GPUS slots users/USER.sK, "OVERLIMIT USER AID MS"
+#   when none is free: the user held more cards at once than the limit)
+#
 #   (with a 4th argument ck, the job is resumable: it polls its pause
 #   file; asked, it saves the time it has left, appends "pause AID MS"
 #   and exits 75; resumed, it runs what was left)
@@ -57,6 +62,19 @@ for u in "${cards[@]}"; do
 	done
 	[ -n "$slot" ] || printf 'OVERSHARE %s %s %s\n' "$u" "$aid" "$(now)" >> "$soak/violations"
 done
+
+if [ -n "${SOAK_MAX_GPUS:-}" ]; then
+	for u in "${cards[@]}"; do
+		case $u in GPU-*) ;; *) continue ;; esac
+		slot=
+		for ((k = 0; k < SOAK_MAX_GPUS; k++)); do
+			exec {ufd}>>"$soak/users/$SOAK_USER.s$k"
+			if flock -n "$ufd"; then slot=$k; break; fi
+			exec {ufd}>&-
+		done
+		[ -n "$slot" ] || printf 'OVERLIMIT %s %s %s\n' "$SOAK_USER" "$aid" "$(now)" >> "$soak/violations"
+	done
+fi
 
 if [ "${4:-}" = ck ]; then
 	# Tenths of a second left: all of DUR, or what the checkpoint says.
