@@ -11,9 +11,10 @@
  * or not the daemon runs, and writes nothing.
  *
  *  - The users: every one the config's lab.users names (an account that
- *    does not exist has no uid and no jobs), then every owner a record
- *    names, one row per account (by owner_uid; its name the config's, else
- *    the first record's); the jobs recorded before owners, under "-".
+ *    does not exist now has the uid its records give, if any), then every
+ *    owner a record names, one row per account (by owner_uid; its name the
+ *    config's, else the first record's); the jobs recorded before owners,
+ *    under "-".
  *  - usage: lab_job_usage of each of the user's jobs as of now (every
  *    started attempt's cards x seconds, decayed with the lab's half-life,
  *    a running one's up to now); GPU-hours = usage / 3600; effective
@@ -86,8 +87,12 @@ static struct user *user_of(const struct job *j, const struct lab_conf *lab)
 		struct user *u = &users[i];
 
 		if (!j->owner ? !u->name : u->name && (u->uid >= 0 ? u->uid == j->owner_uid
-								   : !strcmp(u->name, j->owner)))
+								   : !strcmp(u->name, j->owner))) {
+			/* A named user with no account now: the records' uid. */
+			if (j->owner && u->uid < 0)
+				u->uid = j->owner_uid;
 			return u;
+		}
 	}
 	return add_user(j->owner, j->owner ? j->owner_uid : -1, lab);
 }

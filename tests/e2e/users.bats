@@ -130,8 +130,9 @@ r["attempts"].append(b)'
 	ann, ben, cy, none = u["ann"], u["ben"], u["cy"], u[None]
 	assert sorted(ann) == sorted(["user", "uid", "shares", "gpu_hours", "effective_usage", "order",
 	                              "gpus_held", "max_gpus", "jobs", "max_queued", "max_priority"]), ann
-	# A named user's uid is its account's; an owner's, the record's.
-	assert ann["uid"] == uid(sys.argv[2]) and cy["uid"] == uid(sys.argv[3]), (ann, cy)
+	# A named user's uid is its account's (ann without one: her
+	# records'); an owner's, the record's.
+	assert ann["uid"] == (uid(sys.argv[2]) or 5001) and cy["uid"] == uid(sys.argv[3]), (ann, cy)
 	assert ben["uid"] == 5002 and none["uid"] is None, (ben, none)
 	assert (ann["shares"], ben["shares"], cy["shares"], none["shares"]) == (2, 1, 3, 1)
 	assert near(ann["gpu_hours"], 3) and near(ann["effective_usage"], 1.5), ann
