@@ -1083,13 +1083,17 @@ stray() {
 
 # lab_refused WHY: the daemon and every tool on $C exit 78 with the one
 # line "PROG: WHY".
+# lab_refused LINE [all]: the daemon and status refuse $C with LINE;
+# with all, every tool does (each reads the config through
+# config_load: the cases need not go through all of them).
 lab_refused() {
-	local tool args
+	local tool args tools=(status)
+	[ "${2:-}" = all ] && tools=(status submit cancel pause resume hold release promote logs wait \
+		gpus drain undrain metrics report top users)
 	run --separate-stderr cardbaton-spoold --config "$C" --once
 	failed 78 cardbaton-spoold
 	says "cardbaton-spoold: $1"
-	for tool in status submit cancel pause resume hold release promote logs wait gpus drain undrain \
-		metrics report top users; do
+	for tool in "${tools[@]}"; do
 		case $tool in
 		submit) args=(-- true) ;;
 		drain|undrain) args=(local) ;;
@@ -1104,9 +1108,11 @@ lab_refused() {
 
 @test "a bad lab: config is 78 for the daemon and every tool, one line naming file:line: key: problem; a group or admin the machine lacks, the file and the name" {
 	local g="a group name is 1 to 32 letters, digits, '.', '_' and '-', not beginning with '-'"
+	local all=all
 	while IFS='|' read -r v why; do
 		printf 'spool: ./spool\nlab: %s\nnodes:\n  local:\n    local: true\n' "$v" > "$C"
-		lab_refused "$C:2: ${why/GROUP/$g}"
+		lab_refused "$C:2: ${why/GROUP/$g}" $all
+		all=
 	done <<'CASES'
 gpuq|lab: must be a mapping
 [gpuq]|lab: must be a mapping

@@ -144,6 +144,10 @@ EOF
 	as "$UB" flock "$LS/seq.lock" sleep 120 &
 	holder=$!
 	wait_for 10 'grep -q "FLOCK.*:$(stat -c %i "$LS/seq.lock") " /proc/locks'
+	# submit waits 10 s at most, then says who holds it (meanwhile, below).
+	as "$UA" timeout "$(scaled 60)" cardbaton-submit --config "$LC" -- true \
+		> "$L/submit.out" 2> "$L/submit.err" &
+	sub=$!
 	# A drop under a name of its own needs an ID from seq: it waits.
 	printf 'command: [true]\ngpu_count: 0\n' > "$L/plain.job"
 	chmod 0644 "$L/plain.job"
@@ -153,10 +157,10 @@ EOF
 	# The daemon serves on: alice's cancel is applied.
 	ltool "$UA" cancel "$q"
 	wait_for 10 '[ "$(lab_field "$q" state)" = cancelled ]'
-	# submit waits 10 s at most, then says who holds it.
-	run as "$UA" timeout "$(scaled 60)" cardbaton-submit --config "$LC" -- true
-	[ "$status" -eq 75 ]
-	[[ $output == *"seq.lock: held by pid "*"($UB)"* ]]
+	rc=0
+	wait "$sub" || rc=$?
+	[ "$rc" -eq 75 ]
+	[[ $(cat "$L/submit.err") == *"seq.lock: held by pid "*"($UB)"* ]]
 	# flock(1) left its lock to the sleep it runs: every process of bob's.
 	pkill -KILL -u "$(id -u "$UB")"
 	wait "$holder" 2>/dev/null || true
