@@ -179,7 +179,8 @@ SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stack
 #           plain pass still runs, in the time the suites spend waiting;
 #   1. the plain pass (unit tests, most suites) | a second lane of
 #      suites (the seeded fault run, the Slurm harness, daemon.bats,
-#      device.bats, ssh.bats), then the fuzz smoke (niced);
+#      device.bats, ssh.bats, lab.bats, labsched.bats, report.bats),
+#      then the fuzz smoke (niced);
 #   2. once both and the sanitizer build are done, under the
 #      sanitizers: the unit tests and the longest suites
 #      (SAN_MAIN_E2E) | the other suites.
@@ -192,10 +193,12 @@ SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stack
 # and the machine (the CPUs, the load, the sanitizers) unless it is set
 # (tests/lib/scale.bash; AGENTS.md "Building and testing").
 BESIDE_E2E = tests/e2e/faults.bats tests/e2e/slurmharness.bats tests/e2e/daemon.bats \
-	     tests/e2e/device.bats tests/e2e/ssh.bats
+	     tests/e2e/device.bats tests/e2e/ssh.bats tests/e2e/lab.bats tests/e2e/labsched.bats \
+	     tests/e2e/report.bats
 SAN_MAIN_E2E = $(addprefix tests/e2e/,hostile.bats checkpoint.bats worker.bats baton.bats slurm.bats \
 				      diskfull.bats examples.bats mcp.bats hooks.bats nvml.bats \
-				      drain.bats staged.bats statusidx.bats)
+				      drain.bats staged.bats statusidx.bats workflow.bats lab.bats \
+				      labsched.bats)
 
 test check:
 	tests/install-deps
