@@ -146,21 +146,23 @@ double lab_span(long long cards, long long start_ms, long long end_ms, long long
 	       -expm1(-k * len) / k;
 }
 
+double lab_attempt_usage(const struct attempt *a, long long now_ms, long long half_ms)
+{
+	/* One that is over without an end time held its cards no longer
+	 * than it is known to have run: nothing. */
+	int over = a->state >= AS_PAUSED && a->state <= AS_ABORTED;
+	long long end = a->finished ? a->finished : over ? a->started : now_ms;
+
+	if (!a->started)
+		return 0;
+	return lab_span((long long)a->ngpus, a->started, end < now_ms ? end : now_ms, now_ms, half_ms);
+}
+
 double lab_job_usage(const struct job *j, long long now_ms, long long half_ms)
 {
 	double u = 0;
 
-	for (size_t i = 0; i < j->natt; i++) {
-		const struct attempt *a = &j->att[i];
-		/* One that is over without an end time held its cards no longer
-		 * than it is known to have run: nothing. */
-		int over = a->state >= AS_PAUSED && a->state <= AS_ABORTED;
-		long long end = a->finished ? a->finished : over ? a->started : now_ms;
-
-		if (a->started && end > now_ms)
-			end = now_ms;
-		if (a->started)
-			u += lab_span((long long)a->ngpus, a->started, end, now_ms, half_ms);
-	}
+	for (size_t i = 0; i < j->natt; i++)
+		u += lab_attempt_usage(&j->att[i], now_ms, half_ms);
 	return u;
 }

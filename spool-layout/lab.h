@@ -107,5 +107,9 @@ double lab_span(long long cards, long long start_ms, long long end_ms, long long
  * plain cards x seconds. */
 struct job;
 double lab_job_usage(const struct job *j, long long now_ms, long long half_ms);
+/* The same for one attempt A (over: from its start to its end; one
+ * that is over without an end, nothing; still running: to NOW_MS). */
+struct attempt;
+double lab_attempt_usage(const struct attempt *a, long long now_ms, long long half_ms);
 
 #endif

@@ -41,32 +41,32 @@ struct tally *tally_of(struct daemon *d, long long uid, const char *name)
 	return v;
 }
 
+/* Job J's owner's (the jobs without an owner's: uid -1), or NULL. */
+static struct tally *tally_of_job(struct daemon *d, const struct job *j)
+{
+	return tally_of(d, j->owner ? j->owner_uid : -1, j->owner);
+}
+
 /* Job J's owner's index + 1 (qent.user, rent.user); 0 without a lab, or
  * out of memory. */
 size_t tally_index(struct daemon *d, const struct job *j)
 {
 	struct tally *t;
 
-	if (!d->cfg.lab || !(t = tally_of(d, j->owner ? j->owner_uid : -1, j->owner)))
+	if (!d->cfg.lab || !(t = tally_of_job(d, j)))
 		return 0;
 	return (size_t)(t - d->tally) + 1;
 }
 
-/* Attempt A (of job J's owner T) is over: its cards x seconds, from its
- * start to its end, join T's usage. */
+/* Attempt A (over) of T's: its cards x seconds, from its start to its
+ * end, join T's usage. */
 static void attempt_used(struct daemon *d, struct tally *t, const struct attempt *a, long long now)
 {
 	long long half = lab_half_life_ms(d->cfg.lab->half_life_hours);
-	long long end = a->finished ? a->finished : a->started;
 
-	if (!a->started || end <= a->started)
-		return;
-	if (end > now)
-		end = now;
-	t->usage = lab_decay(t->usage, t->usage_at, now, half) +
-		   lab_span((long long)a->ngpus, a->started, end, now, half);
+	t->usage = lab_decay(t->usage, t->usage_at, now, half) + lab_attempt_usage(a, now, half);
 	t->usage_at = now;
-	t->gpu_seconds += lab_span((long long)a->ngpus, a->started, end, now, 0);
+	t->gpu_seconds += lab_attempt_usage(a, now, 0);
 }
 
 void tally_step(struct daemon *d, const struct job *j, enum job_state from, int attempt_ended)
@@ -74,7 +74,7 @@ void tally_step(struct daemon *d, const struct job *j, enum job_state from, int 
 	struct tally *t;
 	const struct attempt *a = job_last_attempt(j);
 
-	if (!d->cfg.lab || !(t = tally_of(d, j->owner ? j->owner_uid : -1, j->owner)))
+	if (!d->cfg.lab || !(t = tally_of_job(d, j)))
 		return;
 	if (job_state_final(j->state) && !job_state_final(from))
 		t->jobs--;
@@ -109,7 +109,7 @@ static void load_dir(struct daemon *d, enum spool_dir dir, long long now)
 			cb_err_free(&err);      /* load_records and dedupe say so */
 			continue;
 		}
-		if (!(t = tally_of(d, j.owner ? j.owner_uid : -1, j.owner))) {
+		if (!(t = tally_of_job(d, &j))) {
 			logmsg("users: out of memory");
 			job_free(&j);
 			break;
