@@ -213,15 +213,29 @@ static char *lease_text(const struct spool *sp, int have_spool, const char *leas
 	return s;
 }
 
-/* Card G's holders, as lease_text shows them: the exclusive one, or
- * every sharer (a cJSON array). */
-static cJSON *leases_json(const struct spool *sp, int have_spool, const struct gpu_info *g)
+/* Card G's holders: the exclusive one, or every sharer. */
+static size_t nholders(const struct gpu_info *g)
+{
+	return g->lease ? 1 : g->nshares;
+}
+
+/* Card G's holder S's account (a node with a lease_dir), or NULL. */
+static const char *holder_account(const struct gpu_info *g, size_t s)
+{
+	return s < g->naccounts && *g->accounts[s] ? g->accounts[s] : NULL;
+}
+
+/* Card G's holders, as lease_text shows them (a cJSON array), or with
+ * ACCOUNTS their accounts (null where unknown). */
+static cJSON *leases_json(const struct spool *sp, int have_spool, const struct gpu_info *g,
+			  int accounts)
 {
 	cJSON *a = cJSON_CreateArray();
 
-	for (size_t s = 0; a && s < (g->lease ? 1 : g->nshares); s++) {
-		char *t = lease_text(sp, have_spool, g->lease ? g->lease : g->shares[s]);
-		cJSON *x = cJSON_CreateString(t);
+	for (size_t s = 0; a && s < nholders(g); s++) {
+		char *t = accounts ? NULL : lease_text(sp, have_spool, g->lease ? g->lease : g->shares[s]);
+		const char *acct = holder_account(g, s);
+		cJSON *x = !accounts ? cJSON_CreateString(t) : acct ? cJSON_CreateString(acct) : cJSON_CreateNull();
 
 		free(t);
 		if (!x || !cJSON_AddItemToArray(a, x)) {
@@ -233,16 +247,21 @@ static cJSON *leases_json(const struct spool *sp, int have_spool, const struct g
 	return a;
 }
 
-/* Card G's holders for the table: "7", or "7,8" (shared). */
+/* Card G's holders for the table: "7", "7,8" (shared), and each one's
+ * account beside it where the node says: "7 (alice)". */
 static char *holders_text(const struct spool *sp, int have_spool, const struct gpu_info *g)
 {
 	struct sbuf b = { 0 };
 
-	for (size_t s = 0; s < (g->lease ? 1 : g->nshares); s++) {
+	for (size_t s = 0; s < nholders(g); s++) {
 		char *t = lease_text(sp, have_spool, g->lease ? g->lease : g->shares[s]);
+		const char *acct = holder_account(g, s);
+		char *pa = acct ? printable(acct) : NULL;
 
-		if (sbuf_addf(&b, "%s%s", s ? "," : "", t) < 0)
+		if ((acct && !pa) || sbuf_addf(&b, "%s%s%s%s%s", s ? "," : "", t, pa ? " (" : "",
+					       pa ? pa : "", pa ? ")" : "") < 0)
 			die(EX_OSERR_, "%s", strerror(ENOMEM));
+		free(pa);
 		free(t);
 	}
 	return b.s;
@@ -285,7 +304,7 @@ static void print_json(const struct ask *asks, size_t n, const struct spool *sp,
 			die(EX_OSERR_, "%s", strerror(ENOMEM));
 		for (size_t k = 0; k < a->n; k++) {
 			const struct gpu_info *g = &a->g[k];
-			cJSON *x = cJSON_CreateObject(), *ls = leases_json(sp, have_spool, g);
+			cJSON *x = cJSON_CreateObject(), *ls = leases_json(sp, have_spool, g, 0), *la;
 			char *lease = first_holder(g) ? lease_text(sp, have_spool, first_holder(g)) : NULL;
 
 			if (!x || !cJSON_AddItemToArray(gs, x) ||
@@ -299,6 +318,8 @@ static void print_json(const struct ask *asks, size_t n, const struct spool *sp,
 			    !(lease ? cJSON_AddStringToObject(x, "lease", lease)
 				    : cJSON_AddNullToObject(x, "lease")) ||
 			    !ls || !cJSON_AddItemToObject(x, "leases", ls) ||
+			    (g->naccounts && (!(la = leases_json(sp, have_spool, g, 1)) ||
+					      !cJSON_AddItemToObject(x, "lease_accounts", la))) ||
 			    !cJSON_AddBoolToObject(x, "eligible", gpu_eligible(a->nc, g->index)) ||
 			    !cJSON_AddBoolToObject(x, "idle", gpu_idle(g, a->nc->idle_mib) &&
 							       gpu_eligible(a->nc, g->index)))

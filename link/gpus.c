@@ -19,8 +19,30 @@ void gpus_free(struct gpu_info *g, size_t n)
 		for (size_t s = 0; s < g[i].nshares; s++)
 			free(g[i].shares[s]);
 		free(g[i].shares);
+		for (size_t s = 0; s < g[i].naccounts; s++)
+			free(g[i].accounts[s]);
+		free(g[i].accounts);
 	}
 	free(g);
+}
+
+/* Every value of KEY in W (but empty ones when SKIP_EMPTY) appended to
+ * *V[0..*N).  0, or -1 (out of memory). */
+static int append_all(const struct wire_rec *w, const char *key, int skip_empty, char ***v, size_t *n)
+{
+	for (size_t i = 0; i < w->n; i++) {
+		char **nv;
+
+		if (strcmp(w->f[i].key, key) || (skip_empty && !*w->f[i].val))
+			continue;
+		if (!(nv = realloc(*v, (*n + 1) * sizeof *nv)))
+			return -1;
+		*v = nv;
+		if (!(nv[*n] = strdup(w->f[i].val)))
+			return -1;
+		(*n)++;
+	}
+	return 0;
 }
 
 static int gpu_from_rec(const struct wire_rec *w, struct gpu_info *g)
@@ -44,24 +66,13 @@ static int gpu_from_rec(const struct wire_rec *w, struct gpu_info *g)
 	if (wire_get_ll(w, "utilization", &g->util) < 0)
 		g->util = -1;
 	g->index = (int)idx;
-	if (!(g->uuid = strdup(uuid)) || !(g->name = strdup(name ? name : "")))
+	if (!(g->uuid = strdup(uuid)) || !(g->name = strdup(name ? name : "")) ||
+	    append_all(w, "lease_account", 0, &g->accounts, &g->naccounts) < 0)
 		return -1;
 	if (!(wire_get(w, "shared") && !strcmp(wire_get(w, "shared"), "1")))
 		return lease && *lease && !(g->lease = strdup(lease)) ? -1 : 0;
 	/* Held shared: every `lease` is a sharer. */
-	for (size_t i = 0; i < w->n; i++) {
-		char **v;
-
-		if (strcmp(w->f[i].key, "lease") || !*w->f[i].val)
-			continue;
-		if (!(v = realloc(g->shares, (g->nshares + 1) * sizeof *v)))
-			return -1;
-		g->shares = v;
-		if (!(v[g->nshares] = strdup(w->f[i].val)))
-			return -1;
-		g->nshares++;
-	}
-	return 0;
+	return append_all(w, "lease", 1, &g->shares, &g->nshares);
 }
 
 int gpus_parse(const char *out, size_t len, struct gpu_info **gp, size_t *np)

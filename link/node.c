@@ -241,17 +241,21 @@ static char **worker_argv(const struct config *c, const struct node_conf *nc,
 		nargs++;
 	if (!nc->local) {
 		if (sbuf_add(&cmd, "exec ", 5) < 0 || link_remote_worker(&cmd, c) < 0 ||
-		    sbuf_add(&cmd, " -d ", 4) < 0 || sh_quote(&cmd, c->remote_state_dir) < 0)
+		    sbuf_add(&cmd, " -d ", 4) < 0 || sh_quote(&cmd, c->remote_state_dir) < 0 ||
+		    (nc->lease_dir && (sbuf_add(&cmd, " --lease-dir ", 13) < 0 ||
+				       sh_quote(&cmd, nc->lease_dir) < 0)))
 			goto fail;
 		for (size_t i = 0; i < nargs; i++)
 			if (sbuf_add(&cmd, " ", 1) < 0 || sh_quote(&cmd, args[i]) < 0)
 				goto fail;
 		return link_ssh_argv(c, nc, cmd.s, 1);
 	}
-	if (!(v = calloc(nargs + 4, sizeof *v)))
+	if (!(v = calloc(nargs + 6, sizeof *v)))
 		return NULL;
 	if (!(v[n++] = worker_path()) || !(v[n++] = strdup("-d")) ||
 	    !(v[n++] = strdup(c->remote_state_dir)))
+		goto vfail;
+	if (nc->lease_dir && (!(v[n++] = strdup("--lease-dir")) || !(v[n++] = strdup(nc->lease_dir))))
 		goto vfail;
 	for (size_t i = 0; i < nargs; i++)
 		if (!(v[n++] = strdup(args[i])))

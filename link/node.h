@@ -111,6 +111,10 @@ struct gpu_info {
 	char *lease;            /* holder's attempt ID, or NULL when free or shared */
 	char **shares;          /* held shared (sharing jobs): their attempt IDs */
 	size_t nshares;
+	/* a node with a lease_dir: each holder's account, in the order of
+	 * lease, then shares ("" when the worker could not say) */
+	char **accounts;
+	size_t naccounts;
 };
 
 /* Parse the records of `cardbaton-worker gpus`.  0, or -1 with errno

@@ -238,6 +238,12 @@ static int parse_node(const struct yx_ctx *c, const struct yx_node *k,
 			r = yx_int(c, vv, &p, 1, MAX_JOBS_PER_GPU, &nc->max_jobs_per_gpu);
 		} else if (!strcmp(key, "public_key")) {
 			r = set_str(c, vv, &p, &nc->public_key);
+		} else if (!strcmp(key, "lease_dir")) {
+			if ((r = set_str(c, vv, &p, &nc->lease_dir)) == 0 && nc->lease_dir[0] != '/')
+				r = yx_fail(c, vv, &p, "must be an absolute path on the node");
+			for (const char *s = nc->lease_dir; r == 0 && s && *s; s++)
+				if ((unsigned char)*s < 0x20 || *s == 0x7f)
+					r = yx_fail(c, vv, &p, "must not hold control characters");
 		} else if (!strcmp(key, "on_finish")) {
 			r = set_argv(c, vv, &p, MAX_HOOK_ARGS, &nc->on_finish, &nc->non_finish);
 		} else if (!strcmp(key, "slurm")) {
@@ -257,6 +263,9 @@ static int parse_node(const struct yx_ctx *c, const struct yx_node *k,
 		if (nc->max_jobs_per_gpu != 1)
 			return yx_fail(c, k, np, "a Slurm node takes no max_jobs_per_gpu (Slurm does "
 				       "not share cards)");
+		if (nc->lease_dir)
+			return yx_fail(c, k, np, "a Slurm node takes no lease_dir (Slurm leases "
+				       "its cards)");
 		if (!nc->ssh)
 			nc->local = 1;  /* Slurm's commands run here */
 	}
@@ -750,6 +759,7 @@ void config_free(struct config *c)
 		free(n->ssh);
 		free(n->gpus);
 		free(n->public_key);
+		free(n->lease_dir);
 		free(n->slurm_partition);
 		yx_strv_free(n->sbatch_args, n->nsbatch_args);
 	}

@@ -33,6 +33,10 @@ struct node_conf {
 	long long idle_mib;
 	long long max_jobs_per_gpu;     /* sharing jobs on one card at most; default 1 */
 	char *public_key;       /* as written (may start with ~) */
+	/* lease_dir: the node's per-card leases in this absolute path,
+	 * shared by every account and controller naming it (LAYOUT.md
+	 * section 8), instead of remote_state_dir/leases; NULL: there */
+	char *lease_dir;
 	char **on_finish;       /* its own on_finish argv, or NULL: the top level's */
 	size_t non_finish;
 	/* slurm: {partition, sbatch_args, max_jobs}: the node is a Slurm

@@ -472,12 +472,31 @@ static int fresh_process(void)
  * (fork failed), the baton of the attempt it is after starts it, as
  * before; nothing waits for this.
  */
+/* The worker's argv for command CMD (and ARG) on ST: "-d PATH", and
+ * "--lease-dir DIR" when ST has one, for the exec of a baton or deck. */
+static void self_argv(char *argv[8], const struct wk_state *st, const char *cmd, const char *arg)
+{
+	int n = 0;
+
+	argv[n++] = PROG;
+	argv[n++] = "-d";
+	argv[n++] = st->path;
+	if (st->lease_path) {
+		argv[n++] = "--lease-dir";
+		argv[n++] = st->lease_path;
+	}
+	argv[n++] = (char *)cmd;
+	argv[n++] = (char *)arg;
+	argv[n] = NULL;
+}
+
 static void deck_spawn(const struct wk_state *st, const char *id)
 {
-	char *argv[] = { PROG, "-d", st->path, "deck", (char *)id, NULL };
+	char *argv[8];
 	pid_t pid;
 	int status;
 
+	self_argv(argv, st, "deck", id);
 	fflush(NULL);
 	pid = fork();
 	if (pid < 0)
@@ -760,10 +779,11 @@ int cmd_baton(struct wk_state *st, int argc, char **argv)
 	return 0;
 }
 
-void baton_exec(const char *path, int carry)
+void baton_exec(const struct wk_state *st, int carry)
 {
-	char *argv[] = { PROG, "-d", (char *)path, "baton", NULL };
+	char *argv[8];
 
+	self_argv(argv, st, "baton", NULL);
 	if (fresh_process() < 0)
 		return;
 	/* The lease fds and the attempt lock are close-on-exec: released

@@ -19,17 +19,19 @@
 
 /* ---- gpus -------------------------------------------------------------- */
 
-/* The attempt holding leases/UUID, "" when free.  A held lease whose
- * file names nobody yet (its holder is between flock and write) reads
- * as "?": held all the same.  Held shared (sharing jobs: LOCK_SH), NULL
- * with *SHARED set: shared_holders names them. */
-static char *lease_holder(const struct wk_state *st, const char *uuid, int *shared)
+/* The attempt holding card UUID's lease, "" when free, and in *UID its
+ * account where a lease_dir says ((uid_t)-1 else).  A held lease whose
+ * holder is named nowhere yet (between flock and its name) reads as
+ * "?": held all the same.  Held shared (sharing jobs: LOCK_SH), NULL
+ * with *SHARED set: card_holders names them.  NULL otherwise: out of
+ * memory, or a lease not to be used (*WHY says why). */
+static char *lease_holder(const struct wk_state *st, const char *uuid, int *shared, uid_t *uid,
+			  char **why)
 {
-	int fd = -1, r = lock_at(st->leasefd, uuid, LOCK_EX, 0, &fd);
-	char *b;
-	size_t n;
+	int fd = -1, r = lease_lock(st, uuid, LOCK_EX, 0, &fd, why);
 
 	*shared = 0;
+	*uid = (uid_t)-1;
 	if (fd >= 0)
 		close(fd);
 	if (r == 1 || (r < 0 && errno == ENOENT))
@@ -37,7 +39,7 @@ static char *lease_holder(const struct wk_state *st, const char *uuid, int *shar
 	if (r < 0)
 		return NULL;
 	fd = -1;
-	r = lock_at(st->leasefd, uuid, LOCK_SH, 0, &fd);
+	r = lease_lock(st, uuid, LOCK_SH, 0, &fd, why);
 	if (fd >= 0)
 		close(fd);
 	if (r == 1) {
@@ -46,14 +48,59 @@ static char *lease_holder(const struct wk_state *st, const char *uuid, int *shar
 	}
 	if (r < 0 && errno != ENOENT)
 		return NULL;
-	if (read_capped(st->leasefd, uuid, 4096, &b, &n) < 0)
-		return strdup("?");
-	b[strcspn(b, "\r\n")] = '\0';
-	if (!*b) {
-		free(b);
-		return strdup("?");
+	return exclusive_holder(st, uuid, uid);
+}
+
+/* GPU G's record for `gpus`: a lease (and with a lease_dir its
+ * lease_account) per holder, `shared 1` when held shared.  0, or -1
+ * with *WHY (malloc'd) or errno. */
+static int gpu_rec(const struct wk_state *st, const struct nv_gpu *g, struct wire_rec *r, char **why)
+{
+	struct holder *v = NULL, one;
+	size_t nh = 0;
+	int shared, rc = -1;
+	char *lease = lease_holder(st, g->uuid, &shared, &one.uid, why);
+
+	if (!lease && !shared)
+		return -1;
+	if (lease) {
+		one.id = lease;
+		v = &one;
+		nh = *lease != '\0';
+	} else if (card_holders(st, g->uuid, 0, NULL, &v, &nh) < 0) {
+		return -1;
 	}
-	return b;
+	/* Memory that nvidia-smi does not report is an empty value: never
+	 * read as a number (and so never as idle). */
+	if (wk_set_ll(r, "index", g->index) < 0 || wire_add(r, "uuid", g->uuid) < 0 ||
+	    wire_add(r, "name", g->name) < 0 ||
+	    (g->mem_used >= 0 ? wk_set_ll(r, "memory_used_mib", g->mem_used)
+			      : wire_add(r, "memory_used_mib", "")) < 0 ||
+	    (g->mem_total >= 0 ? wk_set_ll(r, "memory_total_mib", g->mem_total)
+			       : wire_add(r, "memory_total_mib", "")) < 0 ||
+	    wk_set_ll(r, "utilization", g->util) < 0 || wk_set_ll(r, "processes", g->procs) < 0 ||
+	    (shared && wire_add(r, "shared", "1") < 0))
+		goto out;
+	/* Free: one empty lease.  Shared and named by no mark yet: "?". */
+	if (!nh && wire_add(r, "lease", shared ? "?" : "") < 0)
+		goto out;
+	for (size_t h = 0; h < nh; h++) {
+		char *acct = st->lease_path && v[h].uid != (uid_t)-1 ? wk_user_name(v[h].uid) : NULL;
+
+		if (wire_add(r, "lease", v[h].id) < 0 ||
+		    (st->lease_path && wire_add(r, "lease_account", acct ? acct : "") < 0)) {
+			free(acct);
+			goto out;
+		}
+		free(acct);
+	}
+	rc = 0;
+out:
+	if (lease)
+		free(lease);
+	else
+		holders_free(v, nh);
+	return rc;
 }
 
 int cmd_gpus(struct wk_state *st, int argc, char **argv)
@@ -79,43 +126,16 @@ int cmd_gpus(struct wk_state *st, int argc, char **argv)
 		return rc;
 	}
 	for (i = 0; i < info.ngpu && rc == 0; i++) {
-		const struct nv_gpu *g = &info.gpu[i];
 		struct wire_rec r = { 0 };
-		int shared;
-		char *lease = lease_holder(st, g->uuid, &shared), **holders = NULL;
-		size_t nh = 0;
+		char *why = NULL;
 
-		/* Shared: `shared 1` and a `lease` per sharer. */
-		if (shared && shared_holders(st, g->uuid, NULL, &holders, &nh) >= 0 &&
-		    (lease = strdup(nh ? holders[0] : "?")) &&
-		    (wire_add(&r, "shared", "1") < 0))
-			lease = NULL;
-		for (size_t h = 1; lease && h < nh; h++)
-			if (wire_add(&r, "lease", holders[h]) < 0) {
-				free(lease);
-				lease = NULL;
-			}
-		for (size_t h = 0; h < nh; h++)
-			free(holders[h]);
-		free(holders);
-		if (!lease) {
-			wire_free(&r);
-			rc = wk_errsys(EX_OSERR_, "%s/leases/%s", st->path, g->uuid);
-			break;
-		}
-		/* Memory that nvidia-smi does not report is an empty value:
-		 * never read as a number (and so never as idle). */
-		if (wk_set_ll(&r, "index", g->index) < 0 || wire_add(&r, "uuid", g->uuid) < 0 ||
-		    wire_add(&r, "name", g->name) < 0 ||
-		    (g->mem_used >= 0 ? wk_set_ll(&r, "memory_used_mib", g->mem_used)
-				      : wire_add(&r, "memory_used_mib", "")) < 0 ||
-		    (g->mem_total >= 0 ? wk_set_ll(&r, "memory_total_mib", g->mem_total)
-				       : wire_add(&r, "memory_total_mib", "")) < 0 ||
-		    wk_set_ll(&r, "utilization", g->util) < 0 ||
-		    wk_set_ll(&r, "processes", g->procs) < 0 ||
-		    wire_add(&r, "lease", lease) < 0 || wk_print(&r) < 0)
+		if (gpu_rec(st, &info.gpu[i], &r, &why) < 0)
+			rc = why ? wk_err(EX_OSERR_, "%s", why)
+				 : wk_errsys(EX_OSERR_, "%s/%s", st->lease_path ? st->lease_path : "leases",
+					     info.gpu[i].uuid);
+		else if (wk_print(&r) < 0)
 			rc = wk_errsys(EX_OSERR_, "stdout");
-		free(lease);
+		free(why);
 		wire_free(&r);
 	}
 	nv_free(&info);
@@ -318,7 +338,7 @@ static void watch_orphans(struct wk_state *st)
 				/* A process group leader already: it runs all
 				 * the same. */
 			}
-			baton_exec(st->path, -1);
+			baton_exec(st, -1);
 		}
 		_exit(0);
 	}

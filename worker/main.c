@@ -61,7 +61,9 @@ static const char help[] =
 	"       " PROG " [-d STATE_DIR] slurm-job ID   (a Slurm batch script's command)\n"
 	"STATE_DIR defaults to " DEFAULT_STATE_DIR "; see LAYOUT.md section 10.\n"
 	"--slurm PARTITION [--sbatch-arg ARG]...: the node is that Slurm partition\n"
-	"(LAYOUT.md section 14).\n";
+	"(LAYOUT.md section 14).\n"
+	"--lease-dir DIR: the cards' leases in DIR, shared with other accounts\n"
+	"(LAYOUT.md section 8), instead of STATE_DIR/leases.\n";
 
 /* Errors are one line on stderr; -h prints the whole usage. */
 static int usage(void)
@@ -89,7 +91,7 @@ static const struct {
 
 int main(int argc, char **argv)
 {
-	const char *dir = DEFAULT_STATE_DIR, *cmd = NULL;
+	const char *dir = DEFAULT_STATE_DIR, *lease_dir = NULL, *cmd = NULL;
 	char **args;
 	int nargs = 0, i, rc;
 	size_t c;
@@ -116,15 +118,16 @@ int main(int argc, char **argv)
 			break;
 		}
 		if (!strcmp(argv[i], "-d") || !strcmp(argv[i], "--slurm") ||
-		    !strcmp(argv[i], "--sbatch-arg")) {
-			if (i + 1 >= argc || (argv[i][1] != '-' && argv[i + 1][0] == '\0') ||
-			    (!strcmp(argv[i], "--slurm") && argv[i + 1][0] == '\0')) {
+		    !strcmp(argv[i], "--sbatch-arg") || !strcmp(argv[i], "--lease-dir")) {
+			if (i + 1 >= argc || (strcmp(argv[i], "--sbatch-arg") && argv[i + 1][0] == '\0')) {
 				free(args);
 				free(slurm.args);
 				return usage();
 			}
 			if (!strcmp(argv[i], "-d"))
 				dir = argv[++i];
+			else if (!strcmp(argv[i], "--lease-dir"))
+				lease_dir = argv[++i];
 			else if (!strcmp(argv[i], "--slurm"))
 				slurm.partition = argv[++i];
 			else
@@ -168,7 +171,7 @@ int main(int argc, char **argv)
 		free(slurm.args);
 		return wk_err(EX_USAGE_, "unknown command %s (try -h)", cmd);
 	}
-	if (wk_state_open(&st, dir, &why) < 0) {
+	if (wk_state_open(&st, dir, lease_dir, &why) < 0) {
 		rc = wk_err(EX_OSERR_, "%s", why ? why : strerror(errno));
 		free(why);
 		wk_state_close(&st);

@@ -819,7 +819,7 @@ void supervise(struct launch *l, int notify)
 	 * at once; the leases go with the exec.  Not inside Slurm: Slurm
 	 * starts its jobs. */
 	if (!l->in_slurm && !l->st->slurm && staged_any(l->st) > 0)
-		baton_exec(l->st->path, ifd);
+		baton_exec(l->st, ifd);
 	if (fsync_dir(l->st->attfd) < 0) {
 		fprintf(stderr, "%s: attempts/: fsync: %s\n", PROG, strerror(errno));
 		ex = EX_OSERR_;

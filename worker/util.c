@@ -124,14 +124,64 @@ char *wk_expand_path(const char *path, int abs)
 	return r;
 }
 
-int wk_state_open(struct wk_state *st, const char *dir, char **why)
+char *wk_user_name(uid_t uid)
+{
+	struct passwd *pw = getpwuid(uid);
+
+	return pw && pw->pw_name && *pw->pw_name ? strdup(pw->pw_name) : xasprintf("uid %ld", (long)uid);
+}
+
+/* The shared lease directory (wk_state_open): its fd, or -1 with *why. */
+static int lease_dir_open(const char *dir, char **why)
+{
+	struct stat sb;
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), e = errno;
+
+	if (fd < 0) {
+		if (lstat(dir, &sb) == 0 && S_ISLNK(sb.st_mode))
+			*why = xasprintf("lease_dir %s: is a symbolic link (not followed)", dir);
+		else
+			*why = xasprintf("lease_dir %s: %s", dir, e == ENOTDIR ? "not a directory" : strerror(e));
+		return -1;
+	}
+	if (fstat(fd, &sb) < 0)
+		*why = xasprintf("lease_dir %s: %s", dir, strerror(errno));
+	/* Its owner may remove any lease in it, sticky or not. */
+	else if (sb.st_uid != 0 && sb.st_uid != geteuid()) {
+		char *who = wk_user_name(sb.st_uid);
+
+		*why = xasprintf("lease_dir %s: owned by %s, neither root nor this account", dir,
+				 who ? who : "another account");
+		free(who);
+	}
+	else if ((sb.st_mode & S_IWOTH) && !(sb.st_mode & S_ISVTX))
+		*why = xasprintf("lease_dir %s: writable by others without the sticky bit", dir);
+	else if ((sb.st_mode & S_IWGRP) && !(sb.st_mode & S_ISVTX))
+		*why = xasprintf("lease_dir %s: writable by its group without the sticky bit", dir);
+	else
+		return fd;
+	close(fd);
+	return -1;
+}
+
+int wk_state_open(struct wk_state *st, const char *dir, const char *lease_dir, char **why)
 {
 	static const char *const sub[] = { "attempts", "leases", "staged" };
 	int *dst[] = { &st->attfd, &st->leasefd, &st->stagedfd };
 	size_t i;
 
 	st->fd = st->attfd = st->leasefd = st->stagedfd = -1;
+	st->lease_path = NULL;
 	*why = NULL;
+	if (lease_dir) {
+		if (lease_dir[0] != '/') {
+			*why = xasprintf("lease_dir %s: not an absolute path", lease_dir);
+			return -1;
+		}
+		if (!(st->lease_path = strdup(lease_dir)) ||
+		    (st->leasefd = lease_dir_open(lease_dir, why)) < 0)
+			return -1;
+	}
 	st->path = wk_expand_path(dir, 1);
 	if (!st->path) {
 		*why = xasprintf("state directory %s: %s", dir, strerror(errno));
@@ -147,7 +197,11 @@ int wk_state_open(struct wk_state *st, const char *dir, char **why)
 		return -1;
 	}
 	for (i = 0; i < sizeof sub / sizeof sub[0]; i++) {
-		int fd, made = mkdirat(st->fd, sub[i], 0700) == 0;
+		int fd, made;
+
+		if (*dst[i] >= 0)
+			continue;       /* the lease_dir */
+		made = mkdirat(st->fd, sub[i], 0700) == 0;
 
 		if (!made && errno != EEXIST) {
 			*why = xasprintf("mkdir %s/%s: %s", st->path, sub[i], strerror(errno));
@@ -184,7 +238,8 @@ void wk_state_close(struct wk_state *st)
 	if (st->fd >= 0)
 		close(st->fd);
 	free(st->path);
-	st->path = NULL;
+	free(st->lease_path);
+	st->path = st->lease_path = NULL;
 	st->fd = st->attfd = st->leasefd = st->stagedfd = -1;
 }
 

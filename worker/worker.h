@@ -81,6 +81,9 @@ char *wk_expand_path(const char *path, int abs);
  * missing, opened as directory fds. */
 struct wk_state {
 	char *path;     /* absolute */
+	/* --lease-dir: the cards' leases there, shared with other accounts
+	 * (leasefd is it), or NULL: STATE/leases, private */
+	char *lease_path;
 	int fd, attfd, leasefd, stagedfd;
 	const struct wk_slurm *slurm;   /* a Slurm node (slurm.c), or NULL */
 };
@@ -92,7 +95,14 @@ struct wk_slurm {
 	const char **args;
 	size_t nargs;
 };
-int wk_state_open(struct wk_state *st, const char *dir, char **why);
+/* UID's account name, or "uid N" (malloc'd; NULL: out of memory). */
+char *wk_user_name(uid_t uid);
+
+/* LEASE_DIR (--lease-dir, or NULL) must exist, be a directory (not a
+ * link), belong to root or to us, and be writable by nobody else
+ * without the sticky bit: -1 with *why otherwise, never a fall-back to
+ * STATE/leases. */
+int wk_state_open(struct wk_state *st, const char *dir, const char *lease_dir, char **why);
 void wk_state_close(struct wk_state *st);
 
 /* An attempt ID: [0-9a-f-]{1,64}. */
@@ -316,7 +326,7 @@ int staged_end(struct wk_state *st, const char *id, enum wire_state ws, const ch
  * kernel's SRCU grace period (1 to 15 ms here), which the baton's exit
  * pays after its start rather than the exec before it.  Returns only
  * when the exec failed. */
-void baton_exec(const char *path, int carry);
+void baton_exec(const struct wk_state *st, int carry);
 
 /* Steps 1-7 of a launch for the spec REC (still the caller's): what
  * `launch` prints and its exit status.  `launch` and `watch` use it. */
@@ -325,10 +335,35 @@ int launch_rec(struct wk_state *st, const struct wire_rec *rec);
  * waits at most 30 s for the job to start). */
 #define WATCH_LAUNCH_MS 60000
 
-/* lease.c: card UUID's live sharers (leases/UUID+ATTEMPT locked) other
- * than attempt ID (NULL: any): their count, and their IDs in *V[0..*N)
- * when V (malloc'd); -1 with errno. */
-int shared_holders(const struct wk_state *st, const char *uuid, const char *id, char ***v,
-		   size_t *n);
+/* lease.c: card UUID's lease NAME (a card's UUID, or a mark) opened
+ * and flock()ed HOW without waiting: 1 held (*FDP, close-on-exec), 0
+ * held by another; -1 with errno (ENOENT: missing and not CREATE), and
+ * with *WHY (malloc'd) when it is not a regular file of one link (a
+ * link, a FIFO: never followed nor waited on).  Made when CREATE and
+ * missing: in STATE/leases 0600 and opened read-write (it names its
+ * holder); in a lease_dir 0644, and opened read-only there always (it
+ * may be another account's). */
+int lease_lock(const struct wk_state *st, const char *name, int how, int create, int *fdp,
+	       char **why);
+
+/* A holder of a card, as its mark in the lease directory says: the
+ * attempt ID it holds and the account that made the mark. */
+struct holder {
+	char *id;
+	uid_t uid;
+};
+void holders_free(struct holder *v, size_t n);
+/* lease.c: card UUID's live holders other than attempt ID (NULL: any),
+ * by their marks (UUID+ATTEMPT locked: the sharers; with EXCLUSIVE,
+ * UUID=ATTEMPT: the exclusive holder's in a lease_dir): their count,
+ * and them in *V[0..*N) when V (malloc'd); -1 with errno.  A mark that
+ * is not a regular file is nobody's. */
+int card_holders(const struct wk_state *st, const char *uuid, int exclusive, const char *id,
+		 struct holder **v, size_t *n);
+/* lease.c: the attempt ID holding card UUID exclusive (the lease's
+ * content, or its mark in a lease_dir; "?" when it names none yet) and
+ * in *UID its account where a lease_dir says, else (uid_t)-1; NULL: out
+ * of memory. */
+char *exclusive_holder(const struct wk_state *st, const char *uuid, uid_t *uid);
 
 #endif

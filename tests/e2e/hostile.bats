@@ -1195,6 +1195,33 @@ CASES
 	done
 }
 
+@test "a lease_dir that is not an absolute path, holds a control character or sits on a Slurm node is 78 for the daemon and the tools, naming file:line: key; the worker refuses a relative or empty --lease-dir" {
+	while IFS='|' read -r v why; do
+		printf 'spool: ./spool\nnodes:\n  local:\n    local: true\n    lease_dir: %s\n' "$v" > "$C"
+		for tool in spoold status submit gpus; do
+			args=(); [ "$tool" = submit ] && args=(-- true); [ "$tool" = spoold ] && args=(--once)
+			run --separate-stderr "cardbaton-$tool" --config "$C" "${args[@]}"
+			failed 78 "cardbaton-$tool"
+			says "cardbaton-$tool: $C:5: nodes.local.lease_dir: $why"
+		done
+	done <<'CASES'
+leases|must be an absolute path on the node
+~/leases|must be an absolute path on the node
+"/x\ty"|must not hold control characters
+[/x]|must be a string
+''|must not be empty
+CASES
+	printf 'spool: ./spool\nnodes:\n  c:\n    slurm: {partition: gpu}\n    lease_dir: /x\n' > "$C"
+	run --separate-stderr cardbaton-spoold --config "$C" --once
+	failed 78 cardbaton-spoold
+	says "cardbaton-spoold: $C:3: nodes.c: a Slurm node takes no lease_dir (Slurm leases its cards)"
+	run --separate-stderr cardbaton-worker -d "$STATE" --lease-dir leases gpus
+	failed 71 cardbaton-worker
+	says "cardbaton-worker: lease_dir leases: not an absolute path"
+	run --separate-stderr cardbaton-worker -d "$STATE" --lease-dir '' gpus
+	failed 64 cardbaton-worker
+}
+
 @test "a Slurm node's config, options and spec: bad partitions, sbatch_args, max_jobs and combinations are 78 naming file:line: key; the worker refuses a bad --slurm and nodelist; submit refuses pinned and memory jobs (65)" {
 	for v in '{max_jobs: 2}' '{partition: -x}' "{partition: 'a b'}" '{partition: a/b}' '{partition: ""}' \
 		'{partition: gpu, max_jobs: 0}' '{partition: gpu, max_jobs: 1.5}' '{partition: gpu, sbatch_args: x}' \

@@ -103,6 +103,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(!n->ssh || (n->ssh[0] && n->ssh[0] != '-'));
 		FUZZ_CHECK(n->idle_mib >= 0);
 		FUZZ_CHECK(!n->public_key || n->public_key[0]);
+		/* lease_dir: absolute, no control character, no Slurm node */
+		FUZZ_CHECK(!n->lease_dir || (n->lease_dir[0] == '/' && !n->slurm_partition));
+		for (const char *p = n->lease_dir; p && *p; p++)
+			FUZZ_CHECK((unsigned char)*p >= 0x20 && *p != 0x7f);
 		FUZZ_CHECK(n->has_gpus || n->ngpus == 0);
 		FUZZ_CHECK(!n->on_finish == !n->non_finish);
 		FUZZ_CHECK(!n->on_finish || n->on_finish[0][0]);

@@ -767,6 +767,29 @@ static void test_load(void)
 	free(old_cwd);
 }
 
+/* lease_dir: a node's leases in one directory that other accounts and
+ * controllers share (issue 34): absolute, and not for a Slurm node. */
+static void test_lease_dir(void)
+{
+	struct config c;
+
+	CHECK(parse_in("nodes:\n  a: {ssh: a, lease_dir: /var/lib/cardbaton/leases}\n  b: {local: true}\n",
+		       "/etc/cb", &c) == 0);
+	CHECK_STR(c.nodes[0].lease_dir, "/var/lib/cardbaton/leases");
+	CHECK(c.nodes[1].lease_dir == NULL);
+	config_free(&c);
+	CHECK_STR(bad("nodes: {a: {local: true, lease_dir: leases}}\n"),
+		  "config.yaml:1: nodes.a.lease_dir: must be an absolute path on the node");
+	CHECK_STR(bad("nodes: {a: {local: true, lease_dir: ~/leases}}\n"),
+		  "config.yaml:1: nodes.a.lease_dir: must be an absolute path on the node");
+	CHECK_STR(bad("nodes: {a: {local: true, lease_dir: \"/x\\ny\"}}\n"),
+		  "config.yaml:1: nodes.a.lease_dir: must not hold control characters");
+	CHECK_STR(bad("nodes: {a: {local: true, lease_dir: [/x]}}\n"),
+		  "config.yaml:1: nodes.a.lease_dir: must be a string");
+	CHECK_STR(bad("nodes: {cluster: {slurm: {partition: gpu}, lease_dir: /x}}\n"),
+		  "config.yaml:1: nodes.cluster: a Slurm node takes no lease_dir (Slurm leases its cards)");
+}
+
 int main(void)
 {
 	test_example();
@@ -777,6 +800,7 @@ int main(void)
 	test_lab_errors();
 	test_load();
 	test_slurm();
+	test_lease_dir();
 	cb_err_free(&e);
 	return T_DONE();
 }
