@@ -78,6 +78,9 @@ static _Noreturn void child(const struct config *c, const struct node_conf *nc, 
 		for (size_t s = 0; s < g[i].nshares; s++)
 			if (wire_add(&r, "lease", g[i].shares[s]) < 0)
 				_exit(1);
+		for (size_t s = 0; s < g[i].naccounts; s++)
+			if (wire_add(&r, "lease_account", g[i].accounts[s]) < 0)
+				_exit(1);
 		if (wire_write_fd(fd, &r) < 0)
 			_exit(1);
 		wire_free(&r);

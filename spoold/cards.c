@@ -173,6 +173,23 @@ static void ended_clear(struct node *n)
 	n->nended = 0;
 }
 
+/* The worker's own last line of ERR without "cardbaton-worker: " (a
+ * lease_dir that is not to be used, say), or NULL; ERR's text is cut
+ * there. */
+static const char *worker_said(struct sbuf *err)
+{
+	static const char pre[] = "cardbaton-worker: ";
+	char *s = err->s, *line = NULL;
+
+	for (char *p = s; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : p + strlen(p))
+		if (!strncmp(p, pre, sizeof pre - 1))
+			line = p;
+	if (!line)
+		return NULL;
+	line[strcspn(line, "\n")] = '\0';
+	return line + sizeof pre - 1;
+}
+
 void query_done(struct daemon *d, struct node *n, int status)
 {
 	struct gpu_info *g;
@@ -187,6 +204,8 @@ void query_done(struct daemon *d, struct node *n, int status)
 
 		if (b->len && wire_parse(b->s, b->len, &w, &why) > 0)
 			e = wire_get(&w, "error");
+		if (!e && status != 255)
+			e = worker_said(&n->query.ebuf);
 		node_failed(d, slot, e ? e : status == 255 ? "cannot reach the node over ssh" :
 			    "GPU query failed");
 		wire_free(&w);
