@@ -94,6 +94,31 @@ void node_set_progress(node_progress_fn *fn, void *arg);
  */
 int node_ensure_key(const struct config *c, const struct node_conf *nc, const char *key,
 		    int interactive, struct cb_err *err);
+/*
+ * A lab's key KEY (SPOOL/controller.pub) in NC's account, through that
+ * account's own ssh (`cardbaton bootstrap --lab`, SPEC §12): the worker
+ * there (node_ensure_worker, first) copied to STATE/bin/cardbaton-gate,
+ * and KEY's line in ~/.ssh/authorized_keys replaced by one with
+ * `restrict,command="exec 'STATE/bin/cardbaton-gate' gate 'STATE'"`
+ * (STATE absolute there); with REMOVE, every line of KEY taken out.
+ * Under the lock and atomic as node_ensure_key.  0 changed, 1 nothing
+ * to change, -1 with EX_UNAVAILABLE_.
+ */
+int node_lab_key(const struct config *c, const struct node_conf *nc, const char *key, int remove,
+		 int interactive, struct cb_err *err);
+/*
+ * A lab's own key pair (SPEC §12): the private key
+ * $XDG_STATE_HOME/cardbaton/lab-SPOOLID (~/.local/state by default;
+ * 0600, in the daemon account's state, never in the spool), made with
+ * ssh-keygen (ed25519, no passphrase) when missing, and its public half
+ * SPOOL/controller.pub ("TYPE BLOB cardbaton-lab:SPOOLID", the spool's
+ * file mode), written whenever it differs.  labkey_path: the private
+ * key's path (malloc'd).  labkey_ensure: 0, or -1 with ERR (EX_CONFIG_:
+ * a key file not private; EX_UNAVAILABLE_: no ssh-keygen).
+ */
+struct spool;
+char *labkey_path(const char *spool_id);
+int labkey_ensure(struct spool *sp, struct cb_err *err);
 /* The first line of the public key file PATH ("~" expands), checked to
  * be an OpenSSH public key.  malloc'd, or NULL with EX_NOINPUT_ /
  * EX_DATAERR_. */

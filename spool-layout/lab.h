@@ -37,6 +37,7 @@
 #define LAB_DROP_DMODE 03770            /* tmp/ new/ ctl/: set-group-ID, sticky */
 #define LAB_DMODE 02750                 /* every other directory, the spool's own */
 #define LAB_FMODE 0640                  /* every file the daemon writes */
+#define LAB_PUB "controller.pub"        /* the lab key's public half, in the spool */
 
 struct lab_limits {
 	long long max_gpus;     /* cards held at once; LAB_NONE: no limit */

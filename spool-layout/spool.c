@@ -316,7 +316,8 @@ static int open_spool(struct spool *sp, const char *path, int create, int lab, g
 			      lab_check_file(sp, "seq", 0660, gid, err) < 0 ||
 			      lab_check_file(sp, "seq.lock", LAB_FMODE, gid, err) < 0 ||
 			      lab_check_file(sp, "lock", 0600, gid, err) < 0 ||
-			      lab_check_file(sp, "id", LAB_FMODE, gid, err) < 0))
+			      lab_check_file(sp, "id", LAB_FMODE, gid, err) < 0 ||
+			      lab_check_file(sp, LAB_PUB, LAB_FMODE, gid, err) < 0))
 		goto fail;
 	/* A lab's daemon stages its own writes where no member can put a
 	 * file in the way of its temp names (tmp/ is theirs). */

@@ -893,6 +893,12 @@ int main(int argc, char **argv)
 	}
 	logmsg("serving %s (%zu node%s)", d.sp.path, d.nnodes, d.nnodes == 1 ? "" : "s");
 	ensure_keys(&d, pubkey);
+	/* A lab's key (SPEC §12): a failure is said, and the queue serves
+	 * on (bootstrap --lab then finds no controller.pub). */
+	if (d.cfg.lab && labkey_ensure(&d.sp, &err) < 0) {
+		logmsg("lab key: %s", err.msg ? err.msg : "out of memory");
+		cb_err_free(&err);
+	}
 	clean_tmp(&d);
 	warn_strays(&d);
 	dedupe(&d);

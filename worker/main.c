@@ -59,6 +59,7 @@ static const char help[] =
 	"       " PROG " [-d STATE_DIR] baton\n"
 	"       " PROG " [-d STATE_DIR] deck ID   (a staged attempt's wait, left by launch)\n"
 	"       " PROG " [-d STATE_DIR] slurm-job ID   (a Slurm batch script's command)\n"
+	"       " PROG " gate STATE_DIR   (a lab key's forced command: $SSH_ORIGINAL_COMMAND)\n"
 	"STATE_DIR defaults to " DEFAULT_STATE_DIR "; see LAYOUT.md section 10.\n"
 	"--slurm PARTITION [--sbatch-arg ARG]...: the node is that Slurm partition\n"
 	"(LAYOUT.md section 14).\n"
@@ -103,6 +104,9 @@ int main(int argc, char **argv)
 	 * writes "gpus -d STATE"); everything else goes to the command,
 	 * and everything after "--" too (an attempt ID may begin with
 	 * '-'). */
+	/* Started by the gate (gate.c): said once, and never to a job. */
+	wk_gated = getenv("CARDBATON_GATED") != NULL;
+	unsetenv("CARDBATON_GATED");
 	args = calloc((size_t)argc + 1, sizeof *args);
 	slurm.args = calloc((size_t)argc + 1, sizeof *slurm.args);
 	if (!args || !slurm.args)
@@ -151,6 +155,12 @@ int main(int argc, char **argv)
 		free(args);
 		free(slurm.args);
 		return usage();
+	}
+	if (strcmp(cmd, "gate") == 0) {
+		rc = cmd_gate(nargs, args);
+		free(args);
+		free(slurm.args);
+		return rc;
 	}
 	if (strcmp(cmd, "version") == 0) {
 		struct wire_rec r = { 0 };

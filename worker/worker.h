@@ -95,6 +95,20 @@ struct wk_slurm {
 	const char **args;
 	size_t nargs;
 };
+/* gate.c: `gate STATE` (sshd's forced command for a lab's key): what
+ * $SSH_ORIGINAL_COMMAND asks, if it is the worker or its install. */
+int cmd_gate(int argc, char **argv);
+/* gate.c: CMD split into words as a POSIX shell would, for the few
+ * forms the controller writes: unquoted words of [A-Za-z0-9_./=:,+@%-],
+ * '...' (anything but a quote), \C, and "$HOME" (HOME, expanded).  0
+ * with *V[0..*N) (NULL-terminated; NULL when no word; gate_words_free), -1 with
+ * errno EINVAL (not of that grammar) or ENOMEM. */
+int gate_split(const char *cmd, const char *home, char ***v, size_t *n);
+void gate_words_free(char **v, size_t n);
+/* This worker was started by the gate (CARDBATON_GATED, which it
+ * takes out of its environment). */
+extern int wk_gated;
+
 /* UID's account name, or "uid N" (malloc'd; NULL: out of memory). */
 char *wk_user_name(uid_t uid);
 

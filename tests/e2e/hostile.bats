@@ -1222,6 +1222,59 @@ CASES
 	failed 64 cardbaton-worker
 }
 
+@test "the lab key's gate: a shell, other programs, metacharacters, control characters, paths outside STATE/bin, a bad install ID are 77 with one line and nothing runs; a link, another's or a writable bin/ is refused; the worker's own command runs" {
+	local st=$T/gst w=$T/gst/bin/cardbaton-worker-1.0-t ran=$T/ran
+	mkdir -p "$st/bin"
+	chmod 700 "$st" "$st/bin"
+	cp "$CB_BUILD/cardbaton-worker" "$w"
+	gate() { SSH_ORIGINAL_COMMAND=$1 run --separate-stderr cardbaton-worker gate "$st"; }
+	for c in "touch '$ran'" "sh -c 'touch $ran'" "exec '$w' version; touch '$ran'" \
+		"exec '$w' version && touch '$ran'" "exec '$w' version | touch '$ran'" \
+		"exec '$w' \$(touch '$ran')" "exec '$w' \`touch $ran\`" "exec '$w' version"$'\n'"touch '$ran'" \
+		"exec '$w' version > '$ran'" "exec '/bin/touch' '$ran'" "exec '$st/bin/../bin/cardbaton-worker-1.0-t' version" \
+		"exec '$st/bin/cardbaton-worker-' version" "exec \"\$PATH\" version" "exec 'unterminated" \
+		"install ../x" "install" "install .hidden" $'exec \x01\x7f'; do
+		gate "$c"
+		failed 77 cardbaton-gate
+		[[ $stderr == "cardbaton-gate: refused: "*" (this key runs cardbaton-worker's commands only)" ]]
+		[ ! -e "$ran" ]
+	done
+	# No command at all: a shell; an empty one too.
+	run --separate-stderr env -u SSH_ORIGINAL_COMMAND cardbaton-worker gate "$st"
+	failed 77 cardbaton-gate
+	says "cardbaton-gate: refused: no command (a shell) (this key runs cardbaton-worker's commands only)"
+	gate "   "
+	failed 77 cardbaton-gate
+	# The worker's own command, and the gate not run again from inside.
+	gate "exec '$w' -d '$st' version"
+	[ "$status" -eq 0 ] && [ "${lines[0]}" = "version $(cardbaton-worker version | sed -n 's/^version //p')" ]
+	gate "exec '$w' gate '$st'"
+	failed 77 cardbaton-gate
+	says "cardbaton-gate: refused: the gate inside the gate (this key runs cardbaton-worker's commands only)"
+	# A symlink as the worker, a bin/ others may write: refused (71).
+	ln -s /bin/true "$st/bin/cardbaton-worker-2.0-l"
+	gate "exec '$st/bin/cardbaton-worker-2.0-l' version"
+	failed 71 cardbaton-worker
+	chmod 777 "$st/bin"
+	gate "exec '$w' version"
+	failed 71 cardbaton-worker
+	says "cardbaton-worker: gate: $st/bin: writable by others"
+	chmod 700 "$st/bin"
+	# A relative state directory for the gate itself is a usage error.
+	SSH_ORIGINAL_COMMAND="exec '$w' version" run --separate-stderr cardbaton-worker gate gst
+	failed 64 cardbaton-worker
+	# install: what does not run is not installed; what runs is, once.
+	SSH_ORIGINAL_COMMAND="install 3.0-x" run --separate-stderr cardbaton-worker gate "$st" < /etc/passwd
+	failed 69 cardbaton-worker
+	[ ! -e "$st/bin/cardbaton-worker-3.0-x" ]
+	SSH_ORIGINAL_COMMAND="install 3.0-x" run --separate-stderr cardbaton-worker gate "$st" < /dev/null
+	failed 65 cardbaton-worker
+	SSH_ORIGINAL_COMMAND="install 3.0-x" run --separate-stderr cardbaton-worker gate "$st" < "$CB_BUILD/cardbaton-worker"
+	[ "$status" -eq 0 ] && [ "$output" = installed ]
+	[ -x "$st/bin/cardbaton-worker-3.0-x" ]
+	[ -z "$(find "$st/bin" -name '.gate.*')" ]
+}
+
 @test "a Slurm node's config, options and spec: bad partitions, sbatch_args, max_jobs and combinations are 78 naming file:line: key; the worker refuses a bad --slurm and nodelist; submit refuses pinned and memory jobs (65)" {
 	for v in '{max_jobs: 2}' '{partition: -x}' "{partition: 'a b'}" '{partition: a/b}' '{partition: ""}' \
 		'{partition: gpu, max_jobs: 0}' '{partition: gpu, max_jobs: 1.5}' '{partition: gpu, sbatch_args: x}' \
