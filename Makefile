@@ -201,7 +201,7 @@ BESIDE_E2E = tests/e2e/faults.bats tests/e2e/slurmharness.bats tests/e2e/daemon.
 SAN_MAIN_E2E = $(addprefix tests/e2e/,hostile.bats checkpoint.bats baton.bats \
 				      diskfull.bats examples.bats mcp.bats hooks.bats nvml.bats \
 				      drain.bats staged.bats statusidx.bats workflow.bats lab.bats \
-				      labsched.bats)
+				      labsched.bats leasedir.bats)
 # ... and in the crash lane, once the walk is done (it ends well before
 # the plain pass and its beside lane do), under the sanitizers too:
 SAN_AFTER_WALK_E2E = tests/e2e/ssh.bats tests/e2e/daemon.bats

@@ -23,7 +23,7 @@ _cardbaton_flags() {
 	drain) echo "--config --checkpoint --help" ;;
 	undrain) echo "--config --help" ;;
 	gpus) echo "--config --node --json --help" ;;
-	bootstrap) echo "--config --node --public-key --help" ;;
+	bootstrap) echo "--config --node --public-key --lab --remove --help" ;;
 	top) echo "--config --once --help" ;;
 	metrics|mcp) echo "--config --help" ;;
 	report) echo "--config --since --html --json --help" ;;

@@ -70,14 +70,20 @@ int lease_lock(const struct wk_state *st, const char *name, int how, int create,
 			*why = xasprintf("%s/%s: is a symbolic link (not followed)", dir, name);
 		return -1;
 	}
-	if (fstat(fd, &sb) == 0 && !(S_ISREG(sb.st_mode) && sb.st_nlink == 1)) {
+	if (fstat(fd, &sb) < 0) {
+		e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	if (!(S_ISREG(sb.st_mode) && sb.st_nlink == 1)) {
 		*why = S_ISREG(sb.st_mode) ? xasprintf("%s/%s: has %ld links", dir, name, (long)sb.st_nlink)
 					   : xasprintf("%s/%s: not a regular file", dir, name);
 		close(fd);
 		errno = EINVAL;
 		return -1;
 	}
-	if ((r = S_ISREG(sb.st_mode) ? lock_try(fd, how) : -1) <= 0) {
+	if ((r = lock_try(fd, how)) <= 0) {
 		e = errno;
 		close(fd);
 		errno = e;
