@@ -324,7 +324,8 @@ int cmd_gate(int argc, char **argv)
 		free(path);
 		goto out;
 	}
-	if ((why = bin_problem(bin, 1))) {
+	/* No bin/ yet is no worker yet: 127 below. */
+	if ((why = bin_problem(bin, 0))) {
 		rc = wk_err(EX_OSERR_, "gate: %s: %s", bin, why);
 		free(path);
 		goto out;

@@ -1260,6 +1260,13 @@ CASES
 	failed 71 cardbaton-worker
 	says "cardbaton-worker: gate: $st/bin: writable by others"
 	chmod 700 "$st/bin"
+	# Not installed (no such worker, no bin/ at all): 127, as a shell says.
+	gate "exec '$st/bin/cardbaton-worker-4.0-none' version"
+	failed 127 cardbaton-gate
+	SSH_ORIGINAL_COMMAND="exec '$T/none/bin/cardbaton-worker-1' version" run --separate-stderr \
+		cardbaton-worker gate "$T/none"
+	failed 127 cardbaton-gate
+	says "cardbaton-gate: $T/none/bin/cardbaton-worker-1: not installed"
 	# A relative state directory for the gate itself is a usage error.
 	SSH_ORIGINAL_COMMAND="exec '$w' version" run --separate-stderr cardbaton-worker gate gst
 	failed 64 cardbaton-worker
