@@ -71,7 +71,7 @@ $(B)/worker-id.h: $(WORKER_ALL) Makefile
 		"$$(cat $(WORKER_ALL) | sha256sum | cut -c1-16)" > $@.tmp
 	mv -f $@.tmp $@
 
-$(B)/link/node.o $(B)/link/ship.o: $(B)/worker-id.h
+$(B)/link/node.o $(B)/link/ship.o $(B)/link/keys.o: $(B)/worker-id.h
 
 $(LIB): $(LIB_OBJ)
 	rm -f $@
