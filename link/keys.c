@@ -257,8 +257,7 @@ int labkey_ensure(struct spool *sp, struct cb_err *err)
 	if (lstat(key, &st) < 0 && errno == ENOENT) {
 		/* Made aside and renamed: a crash leaves no key, or a whole
 		 * one (its public half is made again from it below). */
-		const char *const args[] = { "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", NULL, NULL };
-		const char **a = (const char **)args;
+		const char *args[] = { "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", NULL, NULL };
 
 		if (!(tmp = xasprintf("%s/.lab-%s.%ld", dir, sp->id, (long)getpid())) ||
 		    !(pub = xasprintf("%s.pub", tmp))) {
@@ -267,8 +266,8 @@ int labkey_ensure(struct spool *sp, struct cb_err *err)
 		}
 		unlink(tmp);
 		unlink(pub);
-		a[8] = tmp;
-		if (keygen(a, &r, err) < 0)
+		args[8] = tmp;
+		if (keygen(args, &r, err) < 0)
 			goto out;
 		node_reply_free(&r);
 		unlink(pub);
