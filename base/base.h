@@ -43,6 +43,15 @@ enum {
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 char *vxasprintf(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
 
+/* A growing byte buffer, always NUL-terminated when s != NULL. */
+struct sbuf {
+	char *s;
+	size_t len, cap;
+};
+int sbuf_add(struct sbuf *b, const void *p, size_t n);
+int sbuf_addf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sbuf_free(struct sbuf *b);
+
 /* ---- clock.c ---------------------------------------------------------- */
 
 long long now_ms(void);         /* wall clock, ms since the epoch */

@@ -26,15 +26,6 @@ int cb_err_sys(struct cb_err *err, int ex, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void cb_err_free(struct cb_err *err);
 
-/* A growing byte buffer, always NUL-terminated when s != NULL. */
-struct sbuf {
-	char *s;
-	size_t len, cap;
-};
-int sbuf_add(struct sbuf *b, const void *p, size_t n);
-int sbuf_addf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void sbuf_free(struct sbuf *b);
-
 /* RFC 3339 UTC text of a wall clock time in ms (now_ms, base.h):
  * "2026-11-29T08:13:54Z", always second precision; malloc'd. */
 char *rfc3339(long long ms);

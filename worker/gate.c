@@ -56,30 +56,6 @@ __attribute__((format(printf, 1, 0))) static int refuse(const char *fmt, const c
 	return EX_NOPERM_;
 }
 
-/* A word being built. */
-struct word {
-	char *s;
-	size_t len, cap;
-};
-
-/* Append S[0..N) to W.  0, or -1 (out of memory). */
-static int put(struct word *w, const char *s, size_t n)
-{
-	if (w->len + n + 1 > w->cap) {
-		size_t cap = (w->len + n + 1) * 2;
-		char *ns = realloc(w->s, cap);
-
-		if (!ns)
-			return -1;
-		w->s = ns;
-		w->cap = cap;
-	}
-	memcpy(w->s + w->len, s, n);
-	w->len += n;
-	w->s[w->len] = '\0';
-	return 0;
-}
-
 /* Is C a character a word may hold unquoted? */
 static int bare(char c)
 {
@@ -96,7 +72,7 @@ void gate_words_free(char **v, size_t n)
 
 int gate_split(const char *cmd, const char *home, char ***v, size_t *n)
 {
-	struct word w = { 0 };
+	struct sbuf w = { 0 };
 	int in_word = 0;
 
 	*v = NULL;
@@ -111,7 +87,7 @@ int gate_split(const char *cmd, const char *home, char ***v, size_t *n)
 				*v = nv;
 				nv[(*n)++] = w.s;
 				nv[*n] = NULL;
-				w = (struct word){ 0 };
+				w = (struct sbuf){ 0 };
 				in_word = 0;
 			}
 			if (*p == '\0')
@@ -119,7 +95,7 @@ int gate_split(const char *cmd, const char *home, char ***v, size_t *n)
 			continue;
 		}
 		/* Every word is a string, even '' (an empty one). */
-		if (!in_word && put(&w, "", 0) < 0)
+		if (!in_word && sbuf_add(&w, "", 0) < 0)
 			goto fail;
 		in_word = 1;
 		if (*p == '\'') {
@@ -127,18 +103,18 @@ int gate_split(const char *cmd, const char *home, char ***v, size_t *n)
 
 			if (!q)
 				goto bad;
-			if (put(&w, p + 1, (size_t)(q - p - 1)) < 0)
+			if (sbuf_add(&w, p + 1, (size_t)(q - p - 1)) < 0)
 				goto fail;
 			p = q;
 		} else if (*p == '\\' && p[1] && p[1] != '\n') {
-			if (put(&w, ++p, 1) < 0)
+			if (sbuf_add(&w, ++p, 1) < 0)
 				goto fail;
 		} else if (!strncmp(p, "\"$HOME\"", 7)) {
-			if (put(&w, home, strlen(home)) < 0)
+			if (sbuf_add(&w, home, strlen(home)) < 0)
 				goto fail;
 			p += 6;
 		} else if (bare(*p)) {
-			if (put(&w, p, 1) < 0)
+			if (sbuf_add(&w, p, 1) < 0)
 				goto fail;
 		} else {
 			goto bad;
@@ -147,7 +123,7 @@ int gate_split(const char *cmd, const char *home, char ***v, size_t *n)
 bad:
 	errno = EINVAL;
 fail:
-	free(w.s);
+	sbuf_free(&w);
 	gate_words_free(*v, *n);
 	*v = NULL;
 	*n = 0;
