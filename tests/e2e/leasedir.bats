@@ -391,21 +391,18 @@ planted() {
 # ---- the config ------------------------------------------------------------
 
 @test "lease_dir must be an absolute path: 78 from submit and the daemon naming lease_dir; a Slurm node takes no lease_dir (78); an SSH node may have one" {
+	local node
 	C=$T/config.yaml
-	printf 'spool: ./spool\nnodes:\n  local:\n    local: true\n    lease_dir: relative/leases\n' > "$C"
-	run --separate-stderr cardbaton-submit --config "$C" -- true
-	failed 78 cardbaton-submit
-	[[ $stderr == *lease_dir* ]]
-	run --separate-stderr timeout "$(scaled 10)" cardbaton-spoold --config "$C" --once
-	failed 78 cardbaton-spoold
-	[[ $stderr == *lease_dir* ]]
-	printf 'spool: ./spool\nnodes:\n  c:\n    slurm:\n      partition: gpu\n    lease_dir: /var/lib/cardbaton/leases\n' > "$C"
-	run --separate-stderr cardbaton-submit --config "$C" -- true
-	failed 78 cardbaton-submit
-	[[ $stderr == *lease_dir* ]]
-	run --separate-stderr timeout "$(scaled 10)" cardbaton-spoold --config "$C" --once
-	failed 78 cardbaton-spoold
-	[[ $stderr == *lease_dir* ]]
+	for node in '  local:\n    local: true\n    lease_dir: relative/leases' \
+		'  c:\n    slurm:\n      partition: gpu\n    lease_dir: /var/lib/cardbaton/leases'; do
+		printf "spool: ./spool\nnodes:\n$node\n" > "$C"
+		run --separate-stderr cardbaton-submit --config "$C" -- true
+		failed 78 cardbaton-submit
+		[[ $stderr == *lease_dir* ]]
+		run --separate-stderr timeout "$(scaled 10)" cardbaton-spoold --config "$C" --once
+		failed 78 cardbaton-spoold
+		[[ $stderr == *lease_dir* ]]
+	done
 	printf 'spool: ./spool\nnodes:\n  a:\n    ssh: lab-a\n    lease_dir: /var/lib/cardbaton/leases\n' > "$C"
 	run --separate-stderr cardbaton-submit --config "$C" --hold -- true
 	[ "$status" -eq 0 ]
