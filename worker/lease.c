@@ -197,12 +197,15 @@ int card_holders(const struct wk_state *st, const char *uuid, int exclusive, con
  * of ours is removed first, anyone else's is an error) and renamed into
  * place, so a reader's probe (card_holders) never finds it unlocked, nor
  * makes its lock fail.  Readable by all in a lease_dir: another
- * account's probe must open it.  0, or -1 with errno.
+ * account's probe must open it.  0, or -1 with errno and, when a name
+ * of the mark could not be had (another account's file there: the
+ * sticky bit keeps ours from replacing it), *WHY naming it.
  */
-static int make_mark(struct launch *l, size_t i)
+static int make_mark(struct launch *l, size_t i, char **why)
 {
 	char sep = mark_sep(l);
 	char *tmp = xasprintf(".%s%c%s", l->uuid[i], sep, l->sp->id), *m = mark_name(l->uuid[i], sep, l->sp->id);
+	const char *at = tmp;
 	mode_t mode = l->st->lease_path ? 0644 : 0600;
 	int dfd = l->st->leasefd, fd = -1, r = -1, e;
 	size_t idlen = strlen(l->sp->id);
@@ -213,16 +216,20 @@ static int make_mark(struct launch *l, size_t i)
 			    (errno != EEXIST || unlinkat(dfd, tmp, 0) < 0))
 				break;
 		if (fd >= 0 && fchmod(fd, mode) == 0 && lock_try(fd, LOCK_EX) == 1 &&
-		    pwrite(fd, l->sp->id, idlen, 0) == (ssize_t)idlen && renameat(dfd, tmp, dfd, m) == 0)
-			r = 0;
-		else if (fd >= 0)
-			unlinkat(dfd, tmp, 0);
+		    pwrite(fd, l->sp->id, idlen, 0) == (ssize_t)idlen) {
+			at = m;
+			r = renameat(dfd, tmp, dfd, m);
+		}
 	}
 	e = errno;
+	if (r < 0 && fd >= 0)
+		unlinkat(dfd, tmp, 0);
 	if (r == 0)
 		l->mark[i] = fd;
 	else if (fd >= 0)
 		close(fd);
+	if (r < 0 && at && (e == EPERM || e == EACCES || e == EEXIST))
+		*why = xasprintf("%s/%s: %s", l->st->lease_path ? l->st->lease_path : "leases", at, strerror(e));
 	free(tmp);
 	free(m);
 	errno = e;
@@ -241,7 +248,7 @@ static int take_share(struct launch *l, size_t i, char **reason)
 {
 	int others;
 
-	if (make_mark(l, i) < 0 || (others = card_holders(l->st, l->uuid[i], 0, l->sp->id, NULL, NULL)) < 0)
+	if (make_mark(l, i, reason) < 0 || (others = card_holders(l->st, l->uuid[i], 0, l->sp->id, NULL, NULL)) < 0)
 		return -1;
 	if (others + 1 <= l->sp->max_share)
 		return 0;
@@ -371,7 +378,7 @@ static int take_leases(struct launch *l, char **reason)
 			continue;
 		}
 		/* The holder: a mark in a lease_dir, else the lease's content. */
-		if (mark_sep(l) ? make_mark(l, i) < 0
+		if (mark_sep(l) ? make_mark(l, i, reason) < 0
 				: ftruncate(fd, 0) < 0 || pwrite(fd, l->sp->id, idlen, 0) != (ssize_t)idlen ||
 					  pwrite(fd, "\n", 1, (off_t)idlen) != 1)
 			return -1;

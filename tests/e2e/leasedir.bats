@@ -388,6 +388,30 @@ planted() {
 	[ -e "$L/home-$UB/ran" ]
 }
 
+@test "files bob planted under the names of alice's next mark (.UUID=ID, then UUID=ID): her launch fails naming each, nothing runs, the card is nobody's; once he removes them her job runs" {
+	cards "0, $U0, NVIDIA Fake A100, 0, 81920, 0"
+	acct_config "$UA"
+	a=$(asub "$UA" -- touch "$L/home-$UA/ran")
+	aid=$(cat "$L/home-$UA/spool/id")-$a-0
+	as "$UB" touch "$LD/.$U0=$aid" "$LD/$U0=$aid"
+	acct_daemon "$UA"
+	wait_for 30 '[[ $(node_error "$UA") == *"$LD/.$U0=$aid: Operation not permitted"* ]]'
+	not_started "$UA" "$a" "$L/home-$UA/ran"
+	# Its temporary name free, the rename onto bob's file fails: named too.
+	as "$UB" rm "$LD/.$U0=$aid"
+	wait_for 60 '[[ $(node_error "$UA") == *"$LD/$U0=$aid: Operation not permitted"* ]]'
+	not_started "$UA" "$a" "$L/home-$UA/ran"
+	# No lease of alice's is left held: bob's own job may take the card.
+	acct_config "$UB"
+	acct_daemon "$UB"
+	b=$(asub "$UB" -- touch "$L/home-$UB/ran")
+	wait_for 30 '[ "$(afield "$UB" "$b" state)" = succeeded ]'
+	not_started "$UA" "$a" "$L/home-$UA/ran"
+	as "$UB" rm "$LD/$U0=$aid"
+	wait_for 90 '[ "$(afield "$UA" "$a" state)" = succeeded ]'
+	[ -e "$L/home-$UA/ran" ]
+}
+
 # ---- the config ------------------------------------------------------------
 
 @test "lease_dir must be an absolute path: 78 from submit and the daemon naming lease_dir; a Slurm node takes no lease_dir (78); an SSH node may have one" {
