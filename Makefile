@@ -138,7 +138,8 @@ $(B)/tests/unit/test_ckjson.o: worker/json.c worker/json.h
 $(B)/tests/test_plan: $(B)/spoold/plan.o
 $(B)/tests/test_table: $(B)/spoold/table.o
 # ... and the card snapshots (spoold/cards.c) over the node calls and helpers.
-$(B)/tests/test_cards: $(B)/spoold/cards.o $(B)/spoold/util.o $(B)/spoold/acall.o $(B)/spoold/plan.o
+$(B)/tests/test_cards: $(B)/spoold/cards.o $(B)/spoold/util.o $(B)/spoold/acall.o $(B)/spoold/plan.o \
+	$(B)/spoold/accts.o
 $(B)/tests/test_depidx: $(B)/spoold/depidx.o
 $(B)/tests/test_metrics: $(B)/spoold/metrics.o
 # ... and the tools' aligned columns (bin/common.c).

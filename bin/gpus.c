@@ -276,6 +276,46 @@ static const char *first_holder(const struct gpu_info *g)
 	return g->lease ? g->lease : g->nshares ? g->shares[0] : NULL;
 }
 
+/* What the daemon last wrote of each node (nodes/NAME.json): the
+ * accounts that refuse the lab's key there (run_as: owner). */
+static struct node_status *views;
+static size_t nviews;
+
+static const struct node_status *view_of(const char *name)
+{
+	for (size_t i = 0; i < nviews; i++)
+		if (!strcmp(views[i].name, name))
+			return &views[i];
+	return NULL;
+}
+
+/* NAME's refusals as a JSON array (none: empty). */
+static cJSON *refused_json(const char *name)
+{
+	const struct node_status *v = view_of(name);
+	cJSON *a = cJSON_CreateArray();
+
+	for (size_t r = 0; a && v && r < v->nrefused; r++)
+		if (!cJSON_AddItemToArray(a, cJSON_CreateString(v->refused[r])))
+			die(EX_OSERR_, "%s", strerror(ENOMEM));
+	return a;
+}
+
+/* ... one line each, after the node's. */
+static void print_refused(const char *name)
+{
+	const struct node_status *v = view_of(name);
+
+	for (size_t r = 0; v && r < v->nrefused; r++) {
+		char *why = printable(v->refused[r]);
+
+		if (!why)
+			die(EX_OSERR_, "%s", strerror(ENOMEM));
+		printf("  %s\n", why);
+		free(why);
+	}
+}
+
 /* Is node NAME drained (drain.h)?  Not when there is no spool yet. */
 static int drained(const struct spool *sp, int have_spool, const char *name)
 {
@@ -303,6 +343,7 @@ static void print_json(const struct ask *asks, size_t n, const struct spool *sp,
 		    !(a->error ? cJSON_AddStringToObject(o, "error", bare_error(a))
 			       : cJSON_AddNullToObject(o, "error")) ||
 		    !cJSON_AddBoolToObject(o, "drained", drained(sp, have_spool, a->nc->name)) ||
+		    !cJSON_AddItemToObject(o, "refused", refused_json(a->nc->name)) ||
 		    !(gs = cJSON_AddArrayToObject(o, "gpus")))
 			die(EX_OSERR_, "%s", strerror(ENOMEM));
 		for (size_t k = 0; k < a->n; k++) {
@@ -414,12 +455,14 @@ static void print_human(const struct ask *asks, size_t n, const struct spool *sp
 		if (a->error) {
 			printf("%s: %sunreachable%s: %s\n", a->nc->name, colour ? SGR_RED : "",
 			       colour ? SGR_RESET : "", bare_error(a));
+			print_refused(a->nc->name);
 			continue;
 		}
 		for (size_t k = 0; k < a->n; k++)
 			idle += gpu_idle(&a->g[k], a->nc->idle_mib) && gpu_eligible(a->nc, a->g[k].index);
 		printf("%s: %zu GPU%s, %zu idle%s\n", a->nc->name, a->n, a->n == 1 ? "" : "s", idle,
 		       drained(sp, have_spool, a->nc->name) ? "; drained" : "");
+		print_refused(a->nc->name);
 		if (!a->n)
 			continue;
 		/* IDX, MEMORY, UTIL, PROCS right-aligned. */
@@ -500,6 +543,8 @@ int main(int argc, char **argv)
 		    c.path ? c.path : "the default config");
 	}
 	have_spool = tool_spool(&c, &sp, 0);
+	if (have_spool && spool_node_list(&sp, &views, &nviews) < 0)
+		views = NULL, nviews = 0;       /* none to show */
 	if (!(asks = calloc(c.nnodes ? c.nnodes : 1, sizeof *asks)))
 		die(EX_OSERR_, "%s", strerror(ENOMEM));
 	for (size_t i = 0; i < c.nnodes; i++) {
@@ -530,6 +575,7 @@ int main(int argc, char **argv)
 		free(asks[i].error);
 	}
 	free(asks);
+	node_status_free(views, nviews);
 	if (have_spool)
 		spool_close(&sp);
 	config_free(&c);

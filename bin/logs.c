@@ -151,6 +151,7 @@ int main(int argc, char **argv)
 	struct spool sp;
 	struct cb_err err = { 0 };
 	const struct node_conf *nc;
+	struct node_conf as;
 	const struct attempt *a = NULL;
 	enum spool_dir d;
 	struct job j;
@@ -203,11 +204,21 @@ int main(int argc, char **argv)
 		die(EX_UNAVAILABLE_, "job %lld attempt %d ran on node '%s', which is not in %s", id,
 		    a->n, a->node ? a->node : "?", c.path ? c.path : "the default config");
 
+	/* Its owner's log, on a run_as: owner node: read as that account,
+	 * through the invoker's own ssh (never the lab's key). */
+	if (nc->run_as_owner && j.owner && c.lab) {
+		as = *nc;
+		as.as_user = lab_account_of(c.lab, j.owner);
+		nc = &as;
+	}
 	{
 		const char *args[] = { "log", a->id, follow ? "-f" : NULL, NULL };
 
 		rc = stream(&c, nc, args, follow ? 0 : NODE_CALL_MS, &why);
 	}
+	if (nc->as_user && rc == 255 && why && strstr(why, "Permission denied"))
+		die(EX_NOPERM_, "%s: job %lld ran as %s there, and you have no SSH access as %s (%s)",
+		    nc->name, id, nc->as_user, nc->as_user, why);
 	if (rc == 0) {
 		free(why);
 		job_free(&j);

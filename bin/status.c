@@ -460,7 +460,7 @@ static void print_json(void)
 	out_flush();
 	fputs(nrows ? "\n],\n\"nodes\": [" : "],\n\"nodes\": [", stdout);
 	for (size_t i = 0; i < nnodes; i++) {
-		cJSON *o = cJSON_CreateObject();
+		cJSON *o = cJSON_CreateObject(), *refused;
 		char *since = rfc3339(nodes[i].since), *text = NULL;
 
 		if (!o || !cJSON_AddStringToObject(o, "name", nodes[i].name) ||
@@ -470,7 +470,12 @@ static void print_json(void)
 		    !(since ? cJSON_AddStringToObject(o, "since", since)
 			    : cJSON_AddNullToObject(o, "since")) ||
 		    !cJSON_AddBoolToObject(o, "drained", nodes[i].drained) ||
-		    !(text = cJSON_PrintUnformatted(o)))
+		    !(refused = cJSON_AddArrayToObject(o, "refused")))
+			die(EX_OSERR_, "%s", strerror(ENOMEM));
+		for (size_t r = 0; r < nodes[i].nrefused; r++)
+			if (!cJSON_AddItemToArray(refused, cJSON_CreateString(nodes[i].refused[r])))
+				die(EX_OSERR_, "%s", strerror(ENOMEM));
+		if (!(text = cJSON_PrintUnformatted(o)))
 			die(EX_OSERR_, "%s", strerror(ENOMEM));
 		printf("%s\n%s", i ? "," : "", text);
 		cJSON_free(text);
@@ -481,7 +486,8 @@ static void print_json(void)
 }
 
 /* One line per node the daemon could not reach when it last tried,
- * and per drained node. */
+ * per drained node, and per account that refuses the lab's key on one
+ * (run_as: owner). */
 static void print_nodes(void)
 {
 	for (size_t i = 0; i < nnodes; i++) {
@@ -489,6 +495,12 @@ static void print_nodes(void)
 
 		if (nodes[i].drained)
 			printf("node %s drained: nothing new is placed there\n", nodes[i].name);
+		for (size_t r = 0; r < nodes[i].nrefused; r++) {
+			if (!(why = printable(nodes[i].refused[r])))
+				die(EX_OSERR_, "%s", strerror(ENOMEM));
+			printf("node %s: %s\n", nodes[i].name, why);
+			free(why);
+		}
 		if (nodes[i].reachable)
 			continue;
 		/* The error is the node's (ssh's words end in a CR): shown

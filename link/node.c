@@ -169,7 +169,7 @@ char **link_ssh_argv(const struct config *c, const struct node_conf *nc, char *r
 		{ "BatchMode", "yes" },
 	};
 	size_t nopt = sizeof opts / sizeof opts[0], n = 0;
-	char **v = calloc(c->nssh_command + 2 * nopt + 8, sizeof *v), *dir;
+	char **v = calloc(c->nssh_command + 2 * nopt + 14, sizeof *v), *dir;
 
 	if (!v)
 		goto fail;
@@ -189,7 +189,22 @@ char **link_ssh_argv(const struct config *c, const struct node_conf *nc, char *r
 		if (!(v[n++] = strdup("-o")) || !(v[n++] = xasprintf("%s=%s", opts[i][0], opts[i][1])))
 			goto fail;
 	}
-	if (!(v[n++] = strdup("-T")) || !(v[n++] = strdup(nc->ssh)) || !(v[n++] = strdup("--")))
+	/* As one account (a run_as: owner node's job owner), with the
+	 * lab's key only when given (the daemon's; `logs` uses the
+	 * operator's own): the host without a user@ of its own. */
+	if (nc->as_user) {
+		const char *at = strrchr(nc->ssh, '@');
+
+		if (nc->as_key && (!(v[n++] = strdup("-i")) || !(v[n++] = strdup(nc->as_key)) ||
+				   !(v[n++] = strdup("-o")) || !(v[n++] = strdup("IdentitiesOnly=yes"))))
+			goto fail;
+		if (!(v[n++] = strdup("-l")) || !(v[n++] = strdup(nc->as_user)) ||
+		    !(v[n++] = strdup("-T")) || !(v[n++] = strdup(at ? at + 1 : nc->ssh)))
+			goto fail;
+	} else if (!(v[n++] = strdup("-T")) || !(v[n++] = strdup(nc->ssh))) {
+		goto fail;
+	}
+	if (!(v[n++] = strdup("--")))
 		goto fail;
 	v[n++] = remote;
 	return v;

@@ -68,8 +68,10 @@ void node_reply_free(struct node_reply *r);
  * else the sources compiled there with cc, else (our architecture) the
  * static build, nvidia-smi only (ship.c).  Installed atomically (temp
  * file + rename); progress
- * through the program's node_set_progress callback.  0, or -1 with
- * EX_UNAVAILABLE_.
+ * through the program's node_set_progress callback.  As one account with
+ * a lab's key (NC->as_user, run_as: owner): through the gate's `install
+ * ID`, nothing compiled.  0, or -1 with EX_UNAVAILABLE_, or EX_NOPERM_:
+ * that account refused the key (ERR holds ssh's or the gate's words).
  */
 int node_ensure_worker(const struct config *c, const struct node_conf *nc,
 		       struct cb_err *err);

@@ -183,15 +183,19 @@ static int ship_build(const struct config *c, const struct node_conf *nc, const 
 	struct node_reply r;
 	char *file, *body = NULL;
 	size_t len = 0;
-	int ret = -1;
+	int ret = -1, cannot;
 
 	if (!(file = ship_file(name)) || !(body = slurp(file, &len))) {
 		cb_err_set(err, EX_UNAVAILABLE_, "%s: cannot find %s to install the worker", nc->name, name);
 		goto out;
 	}
-	/* The input is read to its end whatever fails, so that the node
-	 * never leaves us writing into a closed pipe. */
-	if (sbuf_add(&cmd, "umask 077; d=", 13) < 0 ||
+	/* Through a lab's gate (run_as: owner), its own `install ID`
+	 * (worker/gate.c), which answers EX_UNAVAILABLE_ for a worker that
+	 * does not run there.  Else the input is read to its end whatever
+	 * fails, so that the node never leaves us writing into a closed
+	 * pipe. */
+	if (nc->as_user ? sbuf_add(&cmd, "install " WORKER_ID, 8 + strlen(WORKER_ID)) < 0 :
+	    sbuf_add(&cmd, "umask 077; d=", 13) < 0 ||
 	    link_remote_path(&cmd, c->remote_state_dir, "/bin") < 0 ||
 	    sbuf_addf(&cmd, "; t=\"$d/.tmp.$$\"; trap 'rm -f \"$t\"' EXIT; trap 'exit 1' HUP INT TERM PIPE; "
 		      "mkdir -p \"$d\" && cat > \"$t\" || { cat > /dev/null; exit 1; }; "
@@ -205,11 +209,12 @@ static int ship_build(const struct config *c, const struct node_conf *nc, const 
 		cb_err_sys(err, EX_UNAVAILABLE_, "%s", nc->name);
 		goto out;
 	}
-	if (r.status == SHAR_CANNOT && strcmp(name, "cardbaton-worker-static"))
+	cannot = nc->as_user ? EX_UNAVAILABLE_ : SHAR_CANNOT;
+	if (r.status == cannot && strcmp(name, "cardbaton-worker-static"))
 		ret = 1;
 	else if (r.status != 0)
 		cb_err_set(err, EX_UNAVAILABLE_, "%s: installing the worker failed: %s", nc->name,
-			   r.status == SHAR_CANNOT ? "it does not run there" :
+			   r.status == cannot && !nc->as_user ? "it does not run there" :
 			   *r.err ? r.err : "no reason given");
 	else
 		ret = 0;
@@ -287,6 +292,40 @@ static int libc_at_least(const char *theirs, const char *ours)
 	return a[0] > b[0] || (a[0] == b[0] && a[1] >= b[1]);
 }
 
+/*
+ * Through a lab's gate (run_as: owner, SPEC §12) no shell runs: the
+ * worker is asked its `version` (127: not there), and installed by the
+ * gate's `install ID` -- our dynamically linked build, or, where that
+ * does not run, the static one.  Nothing is compiled there.
+ */
+static int ensure_gated(const struct config *c, const struct node_conf *nc, struct cb_err *err)
+{
+	char **argv = node_argv(c, nc, (const char *const[]){ "version", NULL });
+	struct node_reply r;
+	int ret;
+
+	if (!argv || link_run(argv, NULL, 0, NODE_QUERY_MS, &r) < 0)
+		return cb_err_sys(err, EX_UNAVAILABLE_, "%s", nc->name);
+	ret = r.status;
+	/* The account's refusal of the key (ssh's, or the gate's) is
+	 * EX_NOPERM_: the caller tells the account, not the node. */
+	if (ret != 0 && ret != 127)
+		cb_err_set(err, (ret == 255 && strstr(r.err, "Permission denied")) ||
+				(ret == 77 && strstr(r.err, "cardbaton-gate: refused")) ? EX_NOPERM_
+											: EX_UNAVAILABLE_,
+			   "%s: %s", nc->name, *r.err ? r.err : "cannot reach the node");
+	node_reply_free(&r);
+	if (ret != 127)
+		return ret ? -1 : 0;
+	progress("%s: installing cardbaton-worker %s as %s, through the lab's gate...", nc->name,
+		 WORKER_ID, nc->as_user);
+	if ((ret = ship_build(c, nc, "cardbaton-worker-dynamic", INSTALL_CALLS_MS / 2, err)) == 1)
+		ret = ship_build(c, nc, "cardbaton-worker-static", INSTALL_CALLS_MS / 2, err);
+	if (ret == 0)
+		progress("%s: cardbaton-worker installed", nc->name);
+	return ret;
+}
+
 int node_ensure_worker(const struct config *c, const struct node_conf *nc, struct cb_err *err)
 {
 	struct sbuf cmd = { 0 };
@@ -299,6 +338,8 @@ int node_ensure_worker(const struct config *c, const struct node_conf *nc, struc
 
 	if (nc->local)
 		return 0;
+	if (nc->as_user)
+		return ensure_gated(c, nc, err);
 	/* One round trip: is it there, and if not, what machine is this,
 	 * which glibc has it, and has it a compiler?  (`command -v` of CC's
 	 * first word; set -f: no glob in it.) */

@@ -244,6 +244,12 @@ static int parse_node(const struct yx_ctx *c, const struct yx_node *k,
 			for (const char *s = nc->lease_dir; r == 0 && s && *s; s++)
 				if ((unsigned char)*s < 0x20 || *s == 0x7f)
 					r = yx_fail(c, vv, &p, "must not hold control characters");
+		} else if (!strcmp(key, "run_as")) {
+			const char *how;
+
+			if ((r = yx_str(c, vv, &p, &how)) == 0 && strcmp(how, "owner") && strcmp(how, "daemon"))
+				r = yx_fail(c, vv, &p, "is owner or daemon");
+			nc->run_as_owner = r == 0 && !strcmp(how, "owner");
 		} else if (!strcmp(key, "on_finish")) {
 			r = set_argv(c, vv, &p, MAX_HOOK_ARGS, &nc->on_finish, &nc->non_finish);
 		} else if (!strcmp(key, "slurm")) {
@@ -266,11 +272,44 @@ static int parse_node(const struct yx_ctx *c, const struct yx_node *k,
 		if (nc->lease_dir)
 			return yx_fail(c, k, np, "a Slurm node takes no lease_dir (Slurm leases "
 				       "its cards)");
-		if (!nc->ssh)
+		if (!nc->ssh && !nc->run_as_owner)
 			nc->local = 1;  /* Slurm's commands run here */
 	}
 	if (!nc->ssh && !nc->local)
-		return yx_fail(c, k, np, "needs ssh or local: true");
+		return yx_fail(c, k, np, nc->run_as_owner ? "run_as: owner needs ssh (a local node runs "
+			       "its jobs as the daemon's account)" : "needs ssh or local: true");
+	if (nc->run_as_owner && nc->local)
+		return yx_fail(c, k, np, "run_as: owner on a local: true node (a local node runs its jobs "
+			       "as the daemon's account)");
+	if (nc->run_as_owner && !nc->slurm_partition && !nc->lease_dir)
+		return yx_fail(c, k, np, "run_as: owner needs lease_dir (one lease per card across the "
+			       "owners' accounts)");
+	return 0;
+}
+
+/* run_as: owner needs lab: (checked once the whole file is read: lab:
+ * may come after nodes:). */
+static int run_as_needs_lab(const struct yx_ctx *c, const struct yx_node *root,
+			    const struct config *cf)
+{
+	for (size_t i = 0; !cf->lab && i < root->n; i += 2) {
+		const struct yx_node *nodes = &root->kids[i + 1];
+
+		if (strcmp(root->kids[i].s, "nodes"))
+			continue;
+		for (size_t k = 0; k < cf->nnodes && 2 * k + 1 < nodes->n; k++) {
+			const struct yx_node *v = &nodes->kids[2 * k + 1];
+			struct yx_path np = { NULL, "nodes", -1 }, kp = { &np, nodes->kids[2 * k].s, -1 };
+
+			for (size_t f = 0; cf->nodes[k].run_as_owner && f < v->n; f += 2)
+				if (!strcmp(v->kids[f].s, "run_as")) {
+					struct yx_path fp = { &kp, "run_as", -1 };
+
+					return yx_fail(c, &v->kids[f + 1], &fp,
+						       "owner needs lab: (the members' accounts)");
+				}
+		}
+	}
 	return 0;
 }
 
@@ -431,7 +470,37 @@ bad:
 	return -1;
 }
 
-/* lab: {group, admins, fair_share: {half_life_hours}, users} (lab.h). */
+/* lab.accounts: {MEMBER: ACCOUNT, ...}, both user names. */
+static int parse_accounts(const struct yx_ctx *c, const struct yx_node *v,
+			  const struct yx_path *p, struct lab_conf *l)
+{
+	const char *why;
+
+	if (yx_map(c, v, p))
+		return -1;
+	if (v->n / 2 > LAB_USERS_MAX)
+		return yx_fail(c, v, p, "more than %d accounts", LAB_USERS_MAX);
+	if (!(l->accounts = calloc(v->n / 2 + 1, sizeof *l->accounts)))
+		return oom(c->err, c->fname);
+	for (size_t i = 0; i < v->n; i += 2) {
+		const struct yx_node *k = &v->kids[i];
+		struct yx_path kp = { p, k->s, -1 };
+		struct lab_account *a = &l->accounts[l->naccounts];
+
+		if ((why = user_name_problem(k->s)))
+			return yx_fail(c, k, &kp, "%s", why);
+		if (!(a->member = strdup(k->s)))
+			return oom(c->err, c->fname);
+		l->naccounts++;
+		if (set_str(c, &v->kids[i + 1], &kp, &a->account))
+			return -1;
+		if ((why = user_name_problem(a->account)))
+			return yx_fail(c, &v->kids[i + 1], &kp, "%s", why);
+	}
+	return 0;
+}
+
+/* lab: {group, admins, fair_share: {half_life_hours}, users, accounts} (lab.h). */
 static int parse_lab(const struct yx_ctx *c, const struct yx_node *v,
 		     const struct yx_path *p, struct config *cf)
 {
@@ -475,6 +544,8 @@ static int parse_lab(const struct yx_ctx *c, const struct yx_node *v,
 			}
 		} else if (!strcmp(k->s, "users")) {
 			r = parse_users(c, x, &kp, l);
+		} else if (!strcmp(k->s, "accounts")) {
+			r = parse_accounts(c, x, &kp, l);
 		} else {
 			r = yx_fail(c, k, &kp, "unknown key");
 		}
@@ -561,6 +632,8 @@ int config_parse(const char *buf, size_t len, const char *fname,
 		cb_err_set(err, EX_CONFIG_, "%s: nodes: missing", fname);
 		goto bad;
 	}
+	if (run_as_needs_lab(&c, root, cf) < 0)
+		goto bad;
 	/* "~" and "~/x" are the operator's home; anything else relative is
 	 * relative to the config file's directory. */
 	if (!(home = expand_home(s)) || !(cf->spool = path_abs(dir, home))) {

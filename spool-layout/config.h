@@ -37,6 +37,16 @@ struct node_conf {
 	 * shared by every account and controller naming it (LAYOUT.md
 	 * section 8), instead of remote_state_dir/leases; NULL: there */
 	char *lease_dir;
+	/* run_as: owner (SPEC §12; needs lab:, and lease_dir unless a
+	 * Slurm node): each job runs as its owner's account there, reached
+	 * with the lab's key through the gate; 0: as the daemon's account */
+	int run_as_owner;
+	/* Not the config's: a copy of a run_as: owner node for one account
+	 * reaches it as AS_USER (ssh -l), with the private key AS_KEY only
+	 * (-i, IdentitiesOnly; the daemon's, spoold/accts.c) or, NULL, the
+	 * operator's own keys (`logs`); AS_USER NULL: as the operator's ssh
+	 * does */
+	const char *as_user, *as_key;
 	char **on_finish;       /* its own on_finish argv, or NULL: the top level's */
 	size_t non_finish;
 	/* slurm: {partition, sbatch_args, max_jobs}: the node is a Slurm

@@ -25,7 +25,20 @@ void lab_conf_free(struct lab_conf *l)
 	for (size_t i = 0; i < l->nusers; i++)
 		free(l->users[i].name);
 	free(l->users);
+	for (size_t i = 0; i < l->naccounts; i++) {
+		free(l->accounts[i].member);
+		free(l->accounts[i].account);
+	}
+	free(l->accounts);
 	free(l);
+}
+
+const char *lab_account_of(const struct lab_conf *l, const char *member)
+{
+	for (size_t i = 0; i < l->naccounts; i++)
+		if (!strcmp(l->accounts[i].member, member))
+			return l->accounts[i].account;
+	return member;
 }
 
 const struct lab_limits *lab_limits_of(const struct lab_conf *l, const char *user)

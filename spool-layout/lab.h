@@ -51,8 +51,16 @@ struct lab_user {
 	struct lab_limits lim;  /* what the config leaves out is default's */
 };
 
+/* lab.accounts: a member's account name on the nodes (run_as: owner),
+ * where it is not the member's own. */
+struct lab_account {
+	char *member, *account;
+};
+
 struct lab_conf {
 	char *group;
+	struct lab_account *accounts;
+	size_t naccounts;
 	char **admins;
 	size_t nadmins;
 	long long half_life_hours;      /* 0: usage never decays */
@@ -65,6 +73,10 @@ void lab_conf_free(struct lab_conf *l);
 
 /* The limits of the account named USER (NULL: one with no name). */
 const struct lab_limits *lab_limits_of(const struct lab_conf *l, const char *user);
+
+/* The account MEMBER's jobs run as on a run_as: owner node: lab.accounts'
+ * name for it, else MEMBER itself. */
+const char *lab_account_of(const struct lab_conf *l, const char *member);
 
 /* The name an account is shown by: its passwd name, or its number when
  * it has none.  malloc'd (NULL: out of memory). */

@@ -61,6 +61,14 @@ char *node_status_text(const struct node_status *ns)
 		 (at ? cJSON_AddStringToObject(o, "gpus_at", at) : cJSON_AddNullToObject(o, "gpus_at")) &&
 		 cJSON_AddNumberToObject(o, "gpus_at_ms", (double)ns->cards_at) &&
 		 (cards = cJSON_AddArrayToObject(o, "gpus"));
+	cJSON *refused = ok ? cJSON_AddArrayToObject(o, "refused") : NULL;
+
+	ok = ok && refused;
+	for (size_t i = 0; ok && i < ns->nrefused; i++) {
+		cJSON *r = cJSON_CreateString(ns->refused[i]);
+
+		ok = r && cJSON_AddItemToArray(refused, r);
+	}
 
 	for (size_t i = 0; ok && i < ns->ncards; i++) {
 		cJSON *c = card_json(&ns->cards[i]);
@@ -103,6 +111,19 @@ static char *str(const cJSON *o, const char *key)
 	const cJSON *x = cJSON_GetObjectItem(o, key);
 
 	return cJSON_IsString(x) ? strdup(x->valuestring) : NULL;
+}
+
+/* NS's refusals from the "refused" array of O (strings only). */
+static void refused_read(const cJSON *o, struct node_status *ns)
+{
+	const cJSON *v = cJSON_GetObjectItem(o, "refused"), *x;
+	int n = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 0;
+
+	if (n <= 0 || !(ns->refused = calloc((size_t)n, sizeof *ns->refused)))
+		return;
+	cJSON_ArrayForEach(x, v)
+		if (cJSON_IsString(x) && (ns->refused[ns->nrefused] = strdup(x->valuestring)))
+			ns->nrefused++;
 }
 
 /* NS's cards from the "gpus" array of O; what is not a card is left out. */
@@ -173,6 +194,7 @@ int spool_node_list(struct spool *sp, struct node_status **vp, size_t *np)
 				v[k].error = strdup(x->valuestring);
 			v[k].since = num(o, "since_ms", 0);
 			cards_read(o, &v[k]);
+			refused_read(o, &v[k]);
 			v[k].drained = spool_drain_get(sp, v[k].name, &ck, &err) == 1;
 			cb_err_free(&err);
 			k++;
@@ -196,6 +218,9 @@ void node_status_clear(struct node_status *ns)
 		free(ns->cards[c].shares);
 	}
 	free(ns->cards);
+	for (size_t r = 0; r < ns->nrefused; r++)
+		free(ns->refused[r]);
+	free(ns->refused);
 	memset(ns, 0, sizeof *ns);
 }
 

@@ -36,6 +36,10 @@ struct node_status {
 	struct node_card *cards;
 	size_t ncards;
 	long long cards_at;
+	/* run_as: owner: the accounts that refuse the lab's key there,
+	 * each its reason ("alice: not authorized on lab-a (...)") */
+	char **refused;
+	size_t nrefused;
 };
 /* The text of nodes/NAME.json for NS (malloc'd; NULL: out of memory),
  * and the file written (atomically, not synced: it is a view). */

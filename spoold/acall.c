@@ -134,17 +134,22 @@ static void worker_child(void *arg)
 
 	if (b->ensure && node_ensure_worker(b->cfg, b->nc, &err) < 0) {
 		say_error(err.msg ? err.msg : "cannot install the worker");
-		_exit(EX_UNAVAILABLE_);
+		/* An account's refusal of the lab's key reads as ssh's own
+		 * (255, its words on stderr): accts.c acct_answer. */
+		if (err.ex != EX_NOPERM_)
+			_exit(EX_UNAVAILABLE_);
+		dprintf(2, "%s\n", err.msg);
+		_exit(255);
 	}
 	execvp(b->argv[0], b->argv);
 	say_error(strerror(errno));
 	_exit(127);
 }
 
-pid_t worker_start(struct daemon *d, struct node *n, const char *const *args, int ensure,
-		   int *in, int *out, int *errfd)
+pid_t worker_start(struct daemon *d, const struct node_conf *nc, const char *const *args,
+		   int ensure, int *in, int *out, int *errfd)
 {
-	struct worker_body b = { &d->cfg, n->conf, node_argv(&d->cfg, n->conf, args), ensure };
+	struct worker_body b = { &d->cfg, nc, node_argv(&d->cfg, nc, args), ensure };
 	pid_t pid = b.argv ? child_start(in, out, errfd, worker_child, &b) : -1;
 	int saved = errno;
 
@@ -153,16 +158,23 @@ pid_t worker_start(struct daemon *d, struct node *n, const char *const *args, in
 	return pid;
 }
 
-int acall_start_input(struct daemon *d, struct node *n, struct acall *a,
+int acall_start_input(struct daemon *d, struct node *n, size_t user, struct acall *a,
 		      const char *const *args, const char *input, size_t len, int timeout_ms)
 {
-	/* Where the worker has not been seen running yet (`run --once`, a
-	 * call before the node's stream was ready), it is installed first. */
-	int ensure = !n->worker_seen;
+	int *seen, ensure;
+	const struct node_conf *nc;
 
 	if (a->pid > 0)
 		return 0;
-	if ((a->pid = worker_start(d, n, args, ensure, &a->in, &a->fd, &a->efd)) < 0) {
+	if (!(nc = acct_conf(d, n, user, &seen))) {
+		node_failed(d, (size_t)(n - d->nodes), "out of memory");
+		return -1;
+	}
+	/* Where the worker has not been seen running yet (`run --once`, a
+	 * call before the node's stream was ready, an account's first), it
+	 * is installed first. */
+	ensure = !*seen;
+	if ((a->pid = worker_start(d, nc, args, ensure, &a->in, &a->fd, &a->efd)) < 0) {
 		a->pid = 0;
 		node_failed(d, (size_t)(n - d->nodes), strerror(errno));
 		return -1;
@@ -176,10 +188,10 @@ int acall_start_input(struct daemon *d, struct node *n, struct acall *a,
 	return 0;
 }
 
-int acall_start(struct daemon *d, struct node *n, struct acall *a,
+int acall_start(struct daemon *d, struct node *n, size_t user, struct acall *a,
 		const char *const *args, int timeout_ms)
 {
-	return acall_start_input(d, n, a, args, "", 0, timeout_ms);
+	return acall_start_input(d, n, user, a, args, "", 0, timeout_ms);
 }
 
 void acall_stop(struct acall *a)

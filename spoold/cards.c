@@ -27,15 +27,26 @@ int is_fresh(const struct node *n)
  * asks, the main loop hands the answer to query_done, and the pass
  * that follows sees the node fresh.
  */
-void query_start(struct daemon *d, struct node *n)
+/* N's GPU query, through the account acct_query_user picks (run_as:
+ * owner), else the node's own conf. */
+static void query_ask(struct daemon *d, struct node *n)
 {
 	static const char *const args[] = { "gpus", NULL };
+	size_t user = acct_query_user(d, n);
 
+	if (user == ACCT_NONE)
+		return;
+	n->query_user = user;
+	acall_start(d, n, user, &n->query, args, NODE_QUERY_MS);
+}
+
+void query_start(struct daemon *d, struct node *n)
+{
 	if (is_fresh(n) || n->query.pid > 0)
 		return;
 	if (!n->reachable && n->retry_at && mono_now() < n->retry_at)
 		return;
-	acall_start(d, n, &n->query, args, NODE_QUERY_MS);
+	query_ask(d, n);
 }
 
 /*
@@ -51,13 +62,11 @@ void query_start(struct daemon *d, struct node *n)
  */
 int query_refresh(struct daemon *d, struct node *n)
 {
-	static const char *const args[] = { "gpus", NULL };
-
 	if (n->query.pid > 0)
 		return 1;
 	if (!n->reachable && n->retry_at && mono_now() < n->retry_at)
 		return 0;
-	acall_start(d, n, &n->query, args, NODE_QUERY_MS);
+	query_ask(d, n);
 	return n->query.pid > 0;
 }
 
@@ -198,6 +207,11 @@ void query_done(struct daemon *d, struct node *n, int status)
 	int stale = n->stale_query;
 
 	n->stale_query = 0;
+	if (acct_answer(d, n, n->query_user, status, &n->query.ebuf)) {
+		/* That account was refused: another one may be asked. */
+		query_ask(d, n);
+		return;
+	}
 	if (status != 0 || gpus_parse(b->s, b->len, &g, &k) < 0) {
 		struct wire_rec w = { 0 };
 		const char *why, *e = NULL;

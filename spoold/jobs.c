@@ -265,7 +265,7 @@ void effect_run(struct daemon *d, const struct effect *ef)
 	case EF_PAUSE:
 		if (re->pause.pid > 0)
 			logmsg("job %lld: pause: asked already", re->id);
-		else if (acall_start(d, &d->nodes[re->node], &re->pause,
+		else if (acall_start(d, &d->nodes[re->node], re->user, &re->pause,
 				     (const char *const[]){ "pause", re->aid, NULL }, NODE_QUERY_MS) == 0)
 			CRASH_POINT("pause: node asked", NULL);
 		break;
@@ -352,7 +352,7 @@ out:
 static int *noted(struct qent *e, enum wait_kind kind)
 {
 	return kind == WAIT_LIMIT ? &e->limit_noted : kind == WAIT_FULL ? &e->full_noted :
-	       &e->never_noted;
+	       kind == WAIT_ACCT ? &e->acct_noted : &e->never_noted;
 }
 
 /* E waits, and its record says WHY: it never fits, the card it could
@@ -399,7 +399,7 @@ static int send_launch(struct daemon *d, struct rent *e)
 		e->asked_at = mono_now();
 		r = 0;
 	} else {
-		r = acall_start_input(d, n, &e->call, args, text, (size_t)len, NODE_CALL_MS);
+		r = acall_start_input(d, n, e->user, &e->call, args, text, (size_t)len, NODE_CALL_MS);
 	}
 	CRASH_POINT("launch: sent", NULL);
 	wire_free(&spec);
@@ -417,6 +417,18 @@ int launch_answered(struct daemon *d, struct rent *e, struct node_reply *rep)
 	int r = 0;
 
 	CRASH_POINT("launch: node answered", NULL);
+	/* Its owner's account refused the lab's key (run_as: owner): ssh
+	 * ran nothing there, so the job goes back to the queue, and the
+	 * plan places it where the account is not refused, or it waits. */
+	if (acct_answer(d, n, e->user, rep->status,
+			&(struct sbuf){ .s = rep->err, .len = rep->err ? strlen(rep->err) : 0 })) {
+		const struct acct *a = acct_get(d, n, e->user);
+
+		n->fresh = n->handoff = 0;
+		return job_step(d, e->id, EV_BUSY,
+				&(struct ev_arg){ .why = a && a->why ? a->why : "not authorized",
+						  .aid = e->aid });
+	}
 	if (rep->status == 0 || rep->status == EX_TEMPFAIL_ || rep->status == EX_UNAVAILABLE_)
 		wire_parse(rep->out, rep->outlen, &w, &why);
 	if (rep->status != 0)
@@ -505,36 +517,65 @@ int apply_attempt(struct daemon *d, struct rent *e, const struct wire_rec *w)
 			&a) < 0 ? -1 : 0;
 }
 
-/* Ask NODE about every attempt the daemon believes runs there; the
- * answer comes to reconcile_done. */
+/* The status check of USER's attempts on N: its account's (run_as:
+ * owner), else the node's own (USER 0). */
+struct acall *check_of(struct node *n, size_t user)
+{
+	return user ? &n->acct[user - 1].check : &n->check;
+}
+
+/* Whose account the calls about E go through: its owner's (made when
+ * missing), 0 the node's own conf, or ACCT_NONE (out of memory: it is
+ * not asked of this time). */
+static size_t link_user(struct daemon *d, const struct rent *e)
+{
+	if (acct_get(d, &d->nodes[e->node], e->user))
+		return e->user;
+	return errno ? ACCT_NONE : 0;
+}
+
+/* Ask NODE about every attempt the daemon believes runs there (run_as:
+ * owner: each account about its own); the answers come to
+ * reconcile_done. */
 int reconcile_node(struct daemon *d, size_t node)
 {
 	struct node *n = &d->nodes[node];
 	const char **args;
-	size_t k = 0;
-	int r;
+	int r = 0;
 
-	if (n->check.pid > 0)
-		return 0;
 	for (size_t i = 0; i < d->nr; i++)
 		if (d->r[i].node == node && d->r[i].cancel)
 			cancel_running(d, &d->r[i]);    /* kept: not yet heard */
 	if (!(args = calloc(d->nr + 2, sizeof *args)))
 		return -1;
-	args[k++] = "status";
 	for (size_t i = 0; i < d->nr; i++)
 		if (d->r[i].node == node)
-			args[k++] = d->r[i].aid;
-	r = k == 1 ? 0 : acall_start(d, n, &n->check, args, NODE_QUERY_MS);
+			link_user(d, &d->r[i]);         /* its account made */
+	for (size_t u = 0; u <= n->nacct && r == 0; u++) {
+		size_t k = 0;
+
+		if (check_of(n, u)->pid > 0 || (u && !n->acct[u - 1].used))
+			continue;
+		args[k++] = "status";
+		for (size_t i = 0; i < d->nr; i++)
+			if (d->r[i].node == node && link_user(d, &d->r[i]) == u)
+				args[k++] = d->r[i].aid;
+		args[k] = NULL;
+		r = k == 1 ? 0 : acall_start(d, n, u, check_of(n, u), args, NODE_QUERY_MS);
+	}
 	free(args);
 	return r;
 }
 
-void reconcile_done(struct daemon *d, size_t node, int status)
+void reconcile_done(struct daemon *d, size_t node, size_t user, int status)
 {
-	struct sbuf *b = &d->nodes[node].check.buf;
+	struct node *n = &d->nodes[node];
+	struct acall *ck = check_of(n, user);
+	struct sbuf *b = &ck->buf;
 	size_t off = 0;
 
+	if (acct_answer(d, n, user, status, &ck->ebuf))
+		return;         /* asked again when its back-off is over */
 	if (status != 0) {
 		node_failed(d, node, status == 255 ? "cannot reach the node over ssh" :
 			    "cardbaton-worker status failed");
@@ -557,7 +598,7 @@ void reconcile_done(struct daemon *d, size_t node, int status)
 		 * what the daemon knows: an "unknown" from before the launch
 		 * reached the node would make a running job lost. */
 		if ((aid = wire_get(&w, "attempt")) && (e = r_find_aid(d, aid)) &&
-		    e->heard_at < d->nodes[node].check.started)
+		    e->heard_at < ck->started)
 			apply_attempt(d, e, &w);
 		wire_free(&w);
 	}
@@ -565,10 +606,19 @@ void reconcile_done(struct daemon *d, size_t node, int status)
 
 int node_status_of(struct daemon *d, const struct node *n, struct node_status *ns)
 {
-	*ns = (struct node_status){ (char *)n->conf->name, n->reachable, n->error, n->since,
-				    n->drained, NULL, 0, n->known ? n->view_at : 0 };
+	*ns = (struct node_status){ .name = (char *)n->conf->name, .reachable = n->reachable,
+				    .error = n->error, .since = n->since, .drained = n->drained,
+				    .cards_at = n->known ? n->view_at : 0 };
 	if (n->known && n->ngpus && !(ns->cards = calloc(n->ngpus, sizeof *ns->cards)))
 		return -1;
+	/* Its accounts' refusals: the strings are theirs. */
+	if (n->nacct && !(ns->refused = calloc(n->nacct, sizeof *ns->refused))) {
+		node_status_of_free(ns);
+		return -1;
+	}
+	for (size_t u = 0; u < n->nacct; u++)
+		if (n->acct[u].state == ACCT_REFUSED && n->acct[u].why)
+			ns->refused[ns->nrefused++] = n->acct[u].why;
 	for (size_t i = 0; n->known && i < n->ngpus; i++) {
 		const struct gpu_info *g = &n->gpus[i];
 		struct node_card *c = &ns->cards[ns->ncards++];
@@ -595,6 +645,9 @@ void node_status_of_free(struct node_status *ns)
 	free(ns->cards);
 	ns->cards = NULL;
 	ns->ncards = 0;
+	free(ns->refused);
+	ns->refused = NULL;
+	ns->nrefused = 0;
 }
 
 /* N's view, or NULL (out of memory).  Drained is not in it: drain/
@@ -658,14 +711,15 @@ void node_views_flush(struct daemon *d)
 static void cancel_running(struct daemon *d, struct rent *e)
 {
 	const char *args[] = { "cancel", e->aid, NULL };
-	pid_t pid = fork();
-	int out, status;
+	int out, status, *seen;
+	const struct node_conf *nc = acct_conf(d, &d->nodes[e->node], e->user, &seen);
+	pid_t pid = nc ? fork() : -1;
 
 	/* The worker stops the process group and waits for its end, which
 	 * arrives here as an event: nobody waits for its reply.  A child
 	 * starts it and exits at once, so init reaps it, not us. */
 	if (pid == 0) {
-		if (node_spawn(&d->cfg, d->nodes[e->node].conf, args, NULL, &out) < 0)
+		if (node_spawn(&d->cfg, nc, args, NULL, &out) < 0)
 			_exit(1);
 		_exit(0);
 	}
@@ -710,7 +764,8 @@ int unstage_ask(struct daemon *d, struct rent *e, const char *why)
 	if (!e->staged || e->unstaging || e->pause.pid > 0 || e->launching || e->asked ||
 	    e->call.pid > 0)
 		return 0;
-	if (acall_start(d, &d->nodes[e->node], &e->pause, (const char *const[]){ "unstage", e->aid, NULL },
+	if (acall_start(d, &d->nodes[e->node], e->user, &e->pause,
+			(const char *const[]){ "unstage", e->aid, NULL },
 			NODE_QUERY_MS) < 0)
 		return -1;
 	e->unstaging = 1;
@@ -766,7 +821,7 @@ int yield_ask(struct daemon *d, struct rent *e, const char *why, const char *wor
 		free(fail);
 		return -1;
 	}
-	r = acall_start(d, &d->nodes[e->node], &e->pause,
+	r = acall_start(d, &d->nodes[e->node], e->user, &e->pause,
 			(const char *const[]){ "pause", "--grace", grace, "--why", why, "--fail", fail,
 					       e->aid, NULL }, NODE_QUERY_MS);
 	free(fail);

@@ -24,9 +24,13 @@ size_t links_pollfds(struct daemon *d, struct pollset *ps)
 		n = acall_pollfd(&nd->query, ps->p + ps->n);
 		pollset_who(ps, n, PW_QUERY, k, 0);
 		calls += n > 0;
-		n = acall_pollfd(&nd->check, ps->p + ps->n);
-		pollset_who(ps, n, PW_CHECK, k, 0);
-		calls += n > 0;
+		for (size_t u = 0; u <= nd->nacct; u++) {
+			if (u && pollset_room(ps, 3) < 0)
+				return calls;
+			n = acall_pollfd(check_of(nd, u), ps->p + ps->n);
+			pollset_who(ps, n, PW_CHECK, k, (long long)u);
+			calls += n > 0;
+		}
 	}
 	for (size_t i = 0; i < d->nr; i++) {
 		struct rent *e = &d->r[i];
@@ -75,8 +79,8 @@ void links_events(struct daemon *d, const struct pollset *ps, size_t from)
 				query_done(d, n, status);
 			break;
 		case PW_CHECK:
-			if (acall_read(&n->check, &status))
-				reconcile_done(d, w->node, status);
+			if ((size_t)w->job <= n->nacct && acall_read(check_of(n, (size_t)w->job), &status))
+				reconcile_done(d, w->node, (size_t)w->job, status);
 			break;
 		case PW_LAUNCH:
 			if ((e = r_find(d, w->job)) && acall_read(&e->call, &status))
@@ -107,11 +111,14 @@ void links_timers(struct daemon *d, long long now, long long *next)
 
 		if (acall_expired(&n->query))
 			node_failed(d, k, "no answer to a GPU query within the deadline");
-		if (acall_expired(&n->check))
-			node_failed(d, k, "no answer to a status query within the deadline");
+		for (size_t u = 0; u <= n->nacct; u++) {
+			if (acall_expired(check_of(n, u)))
+				node_failed(d, k, "no answer to a status query within the deadline");
+			due(check_of(n, u), next);
+		}
 		due(&n->query, next);
-		due(&n->check, next);
 	}
+	acct_timers(d, now, next);
 	for (size_t i = 0; i < d->nr; i++) {
 		struct rent *e = &d->r[i];
 

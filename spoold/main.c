@@ -776,6 +776,7 @@ static void free_daemon(struct daemon *d)
 		stream_stop(d, n);
 		acall_free(&n->query);
 		acall_free(&n->check);
+		acct_free(n);
 		gpus_free(n->gpus, n->ngpus);
 		free(n->error);
 		free(n->view);
@@ -784,6 +785,7 @@ static void free_daemon(struct daemon *d)
 		free(n->ended);
 	}
 	free(d->nodes);
+	free(d->labkey);
 	metrics_free(&d->metrics);
 	free(d->metrics_text);
 	for (size_t i = 0; i < d->nq; i++)
@@ -899,6 +901,12 @@ int main(int argc, char **argv)
 		logmsg("lab key: %s", err.msg ? err.msg : "out of memory");
 		cb_err_free(&err);
 	}
+	/* run_as: owner's calls name it, made or not (a key that is not
+	 * there is refused: accts.c). */
+	if (d.cfg.lab && !(d.labkey = labkey_path(d.sp.id))) {
+		logmsg("lab key: out of memory");
+		return EX_OSERR_;
+	}
 	clean_tmp(&d);
 	warn_strays(&d);
 	dedupe(&d);
@@ -922,8 +930,10 @@ int main(int argc, char **argv)
 		once(&d, sigfd);
 		goto out;
 	}
+	/* A run_as: owner node has none (accts.c): its checks find the ends. */
 	for (size_t k = 0; k < d.nnodes; k++)
-		stream_start(&d, &d.nodes[k]);
+		if (!d.nodes[k].conf->run_as_owner)
+			stream_start(&d, &d.nodes[k]);
 	d.dirty = 1;
 	while (!quit) {
 		int n, timeout, mt;

@@ -63,10 +63,16 @@ static int room(const struct pass *p, size_t k)
 	return !n->max_jobs || n->njobs + (long long)p->placed[k] < n->max_jobs;
 }
 
-/* May anything be placed on N now (plan.h)? */
-static int open_node(const struct plan_node *n)
+/* May anything of J's be placed on N now (plan.h)?  Not where its
+ * owner's account does not take the lab's key (run_as: owner). */
+static int barred(const struct plan_job *j, const struct plan_node *n)
 {
-	return n->reachable && !n->drained;
+	return j->user && n->barred && n->barred[j->user - 1];
+}
+
+static int open_node(const struct plan_job *j, const struct plan_node *n)
+{
+	return n->reachable && !n->drained && !barred(j, n);
 }
 
 /* The job card INDEX of node K is kept for, or 0. */
@@ -177,7 +183,7 @@ static int full_card(const struct pass *p, const struct plan_job *j, char **why)
 	for (size_t k = 0; k < p->in->nnodes; k++) {
 		const struct plan_node *n = &p->in->nodes[k];
 
-		if (!may_use(j, n) || !open_node(n) || !usable(n))
+		if (!may_use(j, n) || !open_node(j, n) || !usable(n))
 			continue;
 		for (size_t i = 0; i < n->ngpus; i++) {
 			const struct gpu_info *g = &n->gpus[i];
@@ -304,7 +310,7 @@ static void hold(struct pass *p, size_t j)
 		const struct plan_node *n = &p->in->nodes[k];
 		size_t nfree;
 
-		if (!may_use(job, n) || !usable(n) || n->drained)
+		if (!may_use(job, n) || !usable(n) || !open_node(job, n))
 			continue;
 		if (job->ngpus) {
 			for (size_t i = 0; i < job->ngpus; i++) {
@@ -379,7 +385,8 @@ static int never_fits(const struct plan_in *in, const struct plan_job *j, char *
 
 	*why = NULL;
 	for (size_t k = 0; k < in->nnodes; k++) {
-		if (may_use(j, &in->nodes[k]) && (!in->nodes[k].reachable || !in->nodes[k].known))
+		if (may_use(j, &in->nodes[k]) &&
+		    (!in->nodes[k].reachable || barred(j, &in->nodes[k]) || !in->nodes[k].known))
 			return 0;
 		usable_nodes += may_use(j, &in->nodes[k]);
 	}
@@ -453,7 +460,7 @@ static size_t node_for(const struct pass *p, const struct plan_job *j)
 	for (k = 0; k < p->in->nnodes; k++) {
 		const struct plan_node *n = &p->in->nodes[k];
 
-		if (!may_use(j, n) || !open_node(n) || !room(p, k))
+		if (!may_use(j, n) || !open_node(j, n) || !room(p, k))
 			continue;
 		if (j->need == 0 || (usable(n) && fits(p, j, k, p->out->cards + p->out->ncards, NULL)))
 			break;
@@ -536,7 +543,7 @@ static void preempt(struct pass *p, size_t j)
 		const struct plan_node *n = &in->nodes[k];
 		size_t cand[VICTIMS_MAX], nc = 0;
 
-		if (!may_use(job, n) || !open_node(n) || !usable(n))
+		if (!may_use(job, n) || !open_node(job, n) || !usable(n))
 			continue;
 		for (size_t r = 0; r < in->nruns && nc < VICTIMS_MAX; r++) {
 			const struct plan_run *v = &in->runs[r];
@@ -664,7 +671,7 @@ static size_t stage(struct pass *p, size_t j)
 	/* Cards free for it that a node's snapshot shows, not trusted yet
 	 * (a query is on its way): it is placed there, not staged. */
 	for (size_t k = 0; k < p->in->nnodes; k++)
-		if (may_use(job, &p->in->nodes[k]) && open_node(&p->in->nodes[k]) &&
+		if (may_use(job, &p->in->nodes[k]) && open_node(job, &p->in->nodes[k]) &&
 		    p->in->nodes[k].known && fits(p, job, k, p->scratch, NULL))
 			return 0;
 	for (size_t k = 0; k < p->in->nnodes; k++) {
@@ -675,7 +682,7 @@ static size_t stage(struct pass *p, size_t j)
 		/* Known is enough: the snapshot says who leases each card (a
 		 * launch marks its own), and the worker checks the cards when
 		 * it starts the job; a guess gone wrong is un-staged. */
-		if (!n->stage || !may_use(job, n) || !open_node(n) || !n->known || !room(p, k))
+		if (!n->stage || !may_use(job, n) || !open_node(job, n) || !n->known || !room(p, k))
 			continue;
 		for (size_t i = 0; i < n->ngpus && got < (size_t)job->need; i++) {
 			int ok;
@@ -730,7 +737,7 @@ static void batons(struct pass *p, long long now)
 			continue;
 		}
 		for (size_t k = 0; v->job && k < in->nnodes; k++)
-			if (may_use(v->job, &in->nodes[k]) && open_node(&in->nodes[k]) &&
+			if (may_use(v->job, &in->nodes[k]) && open_node(v->job, &in->nodes[k]) &&
 			    usable(&in->nodes[k]) && room(p, k) && fits(p, v->job, k, p->scratch, NULL)) {
 				p->unstage[r] = 1;      /* a better placement: free cards now */
 				break;
@@ -860,7 +867,7 @@ int plan(const struct plan_in *in, long long now, struct plan_out *out)
 		}
 	}
 	for (size_t k = 0; k < in->nnodes; k++)
-		if (open_node(&in->nodes[k]) && usable(&in->nodes[k]))
+		if (in->nodes[k].reachable && !in->nodes[k].drained && usable(&in->nodes[k]))
 			nfree += free_cards(&p, k, NULL);
 	for (size_t j = 0; j < in->njobs; j++) {
 		const struct plan_job *job = &in->jobs[j];

@@ -23,7 +23,9 @@
  *     its jobs run as its `max_running`, counting those this pass
  *     places.
  *   - A job may use every node, or only the one it names (`node`);
- *     never a drained one (nothing is placed there, nothing held).
+ *     never a drained one (nothing is placed there, nothing held), nor
+ *     one that bars its owner (`barred`: as if it were unreachable to
+ *     the job).
  *   - A Slurm node (slurm.c in the worker) takes no job with pinned
  *     cards, `mem` or `share` (Slurm picks the cards and says nothing
  *     of their memory), and no job once MAX_JOBS of ours are there
@@ -133,6 +135,12 @@ struct plan_node {
 				   are marked free in GPUS (cards.c cards_freed) */
 	int drained;            /* nothing new is placed here (drain.h) */
 	int stage;              /* takes staged attempts (its stream said `stage 1`) */
+	/* run_as: owner: per user (in->users' order), 1 where that user's
+	 * account there has not been seen to take the lab's key (spoold
+	 * accts.c): nothing of the user's is placed, staged, held or
+	 * preempted for there, and it says no "never fits" for them; NULL:
+	 * every user may */
+	const unsigned char *barred;
 	/* A Slurm node (conf->slurm_partition): at most MAX_JOBS of our
 	 * jobs there at once (0: no limit), NJOBS there now. */
 	long long max_jobs, njobs;

@@ -226,14 +226,18 @@ static struct plan_in plan_input(struct daemon *d, long long now, struct plan_jo
 	ngroups = plan_groups(d, jobs, ids, groups);
 	nusers = plan_users(d, now, jobs, qv, users);
 	for (size_t k = 0; k < d->nnodes; k++) {
-		const struct node *n = &d->nodes[k];
+		struct node *n = &d->nodes[k];
 
+		if (n->conf->run_as_owner && acct_grow(d, n) < 0)
+			logmsg("node %s: out of memory: its accounts' refusals not known this pass",
+			       n->conf->name);
 		nodes[k] = (struct plan_node){ .conf = n->conf, .gpus = n->gpus, .ngpus = n->ngpus,
 					       .reachable = n->reachable, .known = n->known,
 					       .fresh = is_fresh(n), .handoff = n->handoff,
 					       .drained = n->drained, .max_jobs = n->conf->max_jobs,
 					       .stage = n->watch_ready && n->watch_stage &&
-							!n->conf->slurm_partition };
+							!n->conf->slurm_partition,
+					       .barred = n->nacct >= nusers ? n->barred : NULL };
 	}
 	for (size_t i = 0; i < d->nr; i++)
 		nodes[d->r[i].node].njobs++;
@@ -244,6 +248,40 @@ static struct plan_in plan_input(struct daemon *d, long long now, struct plan_jo
 				 .preempt = d->cfg.preempt,
 				 .min_runtime_seconds = d->cfg.preempt_min_runtime,
 				 .reserve_after_seconds = d->cfg.reserve_after_seconds };
+}
+
+/* Why E's owner cannot have it placed anywhere it may go, when that is
+ * its account's refusal on every such node (the first one's), or NULL. */
+static const char *refused_why(const struct daemon *d, const struct qent *e)
+{
+	const char *why = NULL;
+
+	for (size_t k = 0; k < d->nnodes; k++) {
+		const struct node *n = &d->nodes[k];
+		const struct acct *a = e->user <= n->nacct && n->acct[e->user - 1].used ?
+				       &n->acct[e->user - 1] : NULL;
+
+		if (e->node && strcmp(e->node, n->conf->name))
+			continue;
+		if (!a || a->state != ACCT_REFUSED)
+			return NULL;
+		if (!why)
+			why = a->why;
+	}
+	return why;
+}
+
+/* The queued jobs QV[0..NQ) that no node may take for their owner's
+ * account's refusal there (accts.c) are told so: "waiting: alice: not
+ * authorized on lab-a (...)". */
+static void note_refused(struct daemon *d, struct qent *const *qv, size_t nq)
+{
+	for (size_t i = 0; d->nrefused && i < nq; i++) {
+		const char *why = qv[i]->user && !qv[i]->acct_noted ? refused_why(d, qv[i]) : NULL;
+
+		if (why)
+			note_waiting(d, qv[i], why, WAIT_ACCT);
+	}
 }
 
 /* E waits for its owner to let cards go (plan.h LIMIT). */
@@ -440,6 +478,7 @@ int schedule(struct daemon *d)
 		note_waiting(d, qv[out.full[w].job], out.full[w].text, WAIT_FULL);
 	for (size_t w = 0; w < out.nlimit; w++)
 		note_limit(d, qv[out.limit[w].job], &out.limit[w]);
+	note_refused(d, qv, in.njobs);
 	launch_all(d, &in, &out, launched);
 	preempt_all(d, &in, &out);
 	stage_all(d, &in, &out);

@@ -63,8 +63,32 @@ struct acall {
 	long long started, deadline;    /* mono ms */
 };
 
+/* run_as: owner (accts.c): the node as one lab user's account. */
+enum acct_state {
+	ACCT_UNKNOWN,                   /* nothing asked through it yet, or asked again */
+	ACCT_OK,                        /* a call through it reached the worker */
+	ACCT_REFUSED,                   /* ssh or the gate refused the lab's key */
+};
+struct acct {
+	int used;                       /* made (acct_get): CONF is filled */
+	struct node_conf conf;          /* the node's, as_user and as_key set */
+	enum acct_state state;
+	char *why;                      /* refused: "alice: not authorized on lab-a (...)" */
+	long long retry_at, backoff;    /* refused: tried again from then on (mono ms) */
+	int worker_seen;                /* the worker has answered through it */
+	struct acall check;             /* cardbaton-worker status of its attempts */
+};
+
 struct node {
 	const struct node_conf *conf;
+	/* run_as: owner: by user (d->tally's order, acct[user - 1]), as
+	 * many as d->tally had when one was last made; BARRED, as many:
+	 * the plan's (plan.h); QUERY_USER: whose account the GPU query in
+	 * flight went through (0: the node's own conf) */
+	struct acct *acct;
+	size_t nacct;
+	unsigned char *barred;
+	size_t query_user;
 	struct gpu_info *gpus;          /* last snapshot */
 	size_t ngpus;
 	int fresh;                      /* snapshot still valid (is_fresh) */
@@ -133,6 +157,7 @@ struct qent {
 	long long group, group_max;     /* its array's first ID and limit, when it has one */
 	size_t user;                    /* a lab's: its owner, d->tally[user - 1]; 0: none */
 	int limit_noted;                /* its "user limit" reason is on disk */
+	int acct_noted;                 /* ... or that its owner is not authorized (accts.c) */
 };
 
 /* A user of a lab's spool, as the daemon counts (tally.c). */
@@ -193,6 +218,8 @@ struct daemon {
 	gid_t lab_gid;                  /* a lab's spool (cfg.lab): its group */
 	struct tally *tally;            /* ... its users (tally.c) */
 	size_t ntally;
+	char *labkey;                   /* a lab's: its private key (labkey_path) */
+	size_t nrefused;                /* accounts refused now, on every node (accts.c) */
 	int seq_busy;                   /* a lab's seq.lock was held: said (accept.c) */
 	long long max_id;               /* a lab's: the highest job ID known (accept.c) */
 	long long accept_retry_at;      /* mono ms: new/ read again then (seq_busy) */
@@ -326,6 +353,29 @@ void leases_taken(struct node *n, const struct rent *e);
  * (its CARDS stay: those it leases). */
 void r_unstaged(struct rent *e);
 
+/* accts.c: run_as: owner, a node as each owner's account (design at its top) */
+#define ACCT_NONE ((size_t)-1)  /* acct_query_user: no account to ask through */
+/* USER's account on N (made when missing), or NULL: N is not run_as:
+ * owner, USER is 0 or owns nothing (errno 0), or out of memory (errno
+ * ENOMEM). */
+struct acct *acct_get(struct daemon *d, struct node *n, size_t user);
+/* N's accounts (and BARRED) as many as d->tally's users: 0, or -1. */
+int acct_grow(struct daemon *d, struct node *n);
+/* The conf a call about USER's attempts on N goes by, and *SEEN, its
+ * flag that the worker has answered through it; NULL: out of memory. */
+const struct node_conf *acct_conf(struct daemon *d, struct node *n, size_t user, int **seen);
+/* A call through USER's account on N ended with STATUS, ERR its
+ * standard error: 1 when it was the account's refusal (nothing ran:
+ * the account is REFUSED, its reason logged), else 0 (an answer past
+ * ssh makes it OK). */
+int acct_answer(struct daemon *d, struct node *n, size_t user, int status, const struct sbuf *err);
+/* Whose account N's GPU query goes through: 0 the node's own conf (not
+ * run_as: owner), a user, or ACCT_NONE: none may be asked. */
+size_t acct_query_user(struct daemon *d, struct node *n);
+/* Refused accounts whose back-off is over are asked again; *NEXT. */
+void acct_timers(struct daemon *d, long long now, long long *next);
+void acct_free(struct node *n);
+
 /* tally.c: a lab's users (jobs not ended, usage); nothing without a lab */
 struct tally *tally_of(struct daemon *d, long long uid, const char *name);
 size_t tally_index(struct daemon *d, const struct job *j);
@@ -355,7 +405,7 @@ int apply_ctl(struct daemon *d, const char *name);
 void cancel_after_attempt(struct daemon *d, long long id, const char *req);
 /* E cannot be placed for a reason worth showing: its record's reason
  * becomes "waiting: WHY" (written only when it changes). */
-enum wait_kind { WAIT_NEVER, WAIT_FULL, WAIT_LIMIT };
+enum wait_kind { WAIT_NEVER, WAIT_FULL, WAIT_LIMIT, WAIT_ACCT };
 void note_waiting(struct daemon *d, struct qent *e, const char *why, enum wait_kind kind);
 /* Launch E on NODE's cards GPUS, or, with NAFTER attempts AFTER (the
  * baton), stage it there to start when they end (WHY: its reason). */
@@ -380,7 +430,9 @@ int yield_ask(struct daemon *d, struct rent *e, const char *why, const char *wor
 void drain_read(struct daemon *d);
 int apply_attempt(struct daemon *d, struct rent *e, const struct wire_rec *w);
 int reconcile_node(struct daemon *d, size_t node);
-void reconcile_done(struct daemon *d, size_t node, int status);
+void reconcile_done(struct daemon *d, size_t node, size_t user, int status);
+/* The status check of USER's attempts on N (0: the node's own). */
+struct acall *check_of(struct node *n, size_t user);
 void node_views_flush(struct daemon *d);
 /* N as nodes/NAME.json shows it (NS's strings are N's; its cards
  * malloc'd: node_status_of_free).  0, or -1: out of memory. */
@@ -454,7 +506,8 @@ enum { PW_INOTIFY, PW_SIGNAL, PW_STREAM, PW_QUERY, PW_CHECK, PW_LAUNCH, PW_PAUSE
 struct pollwho {
 	int kind;
 	size_t node;
-	long long job;                  /* PW_LAUNCH, PW_PAUSE: looked up again */
+	long long job;                  /* PW_LAUNCH, PW_PAUSE: looked up again;
+					   PW_CHECK: the account (check_of) */
 					/* PW_HOOK: node is the slot */
 };
 struct pollset {
@@ -480,14 +533,16 @@ void links_timers(struct daemon *d, long long now, long long *next);
  * the rest dropped.  1 at its end (or an error), 0 when it may say more. */
 int fd_drain(int fd, struct sbuf *b, size_t max);
 pid_t child_start(int *in, int *out, int *errfd, void (*body)(void *), void *arg);
-/* The worker with ARGS on N in such a child, installed there first when
+/* The worker with ARGS on NC in such a child, installed there first when
  * ENSURE (a failure then is one `error` record on its output). */
-pid_t worker_start(struct daemon *d, struct node *n, const char *const *args, int ensure,
-		   int *in, int *out, int *errfd);
-int acall_start(struct daemon *d, struct node *n, struct acall *a,
+pid_t worker_start(struct daemon *d, const struct node_conf *nc, const char *const *args,
+		   int ensure, int *in, int *out, int *errfd);
+/* ARGS run on N as USER's account (accts.c acct_conf: a run_as: owner
+ * node's; else, or USER 0, the node's own conf), its output into A. */
+int acall_start(struct daemon *d, struct node *n, size_t user, struct acall *a,
 		const char *const *args, int timeout_ms);
 /* The same, given INPUT[0..LEN) on its standard input. */
-int acall_start_input(struct daemon *d, struct node *n, struct acall *a,
+int acall_start_input(struct daemon *d, struct node *n, size_t user, struct acall *a,
 		      const char *const *args, const char *input, size_t len, int timeout_ms);
 /* A's pipes to poll into P (at most 3). */
 size_t acall_pollfd(const struct acall *a, struct pollfd *p);

@@ -41,7 +41,7 @@
 void stream_start(struct daemon *d, struct node *n)
 {
 	static const char *const args[] = { "watch", NULL };
-	pid_t pid = worker_start(d, n, args, 1, &n->watch_in, &n->watch_out, NULL);
+	pid_t pid = worker_start(d, n->conf, args, 1, &n->watch_in, &n->watch_out, NULL);
 
 	n->watch_retry_at = 0;
 	if (pid < 0) {

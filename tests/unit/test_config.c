@@ -790,6 +790,60 @@ static void test_lease_dir(void)
 		  "config.yaml:1: nodes.cluster: a Slurm node takes no lease_dir (Slurm leases its cards)");
 }
 
+/* run_as: owner (issue 34) and lab.accounts. */
+static void test_run_as(void)
+{
+	static const char lab[] = "lab: {group: gpuq, accounts: {alice: asmith, bob: bob2}}\n";
+	char text[512];
+	struct config c;
+
+	snprintf(text, sizeof text, "nodes:\n  a: {ssh: u@a, run_as: owner, lease_dir: /l}\n"
+		 "  b: {ssh: b, run_as: daemon}\n  c: {ssh: c}\n"
+		 "  s: {ssh: login, run_as: owner, slurm: {partition: gpu}}\n%s", lab);
+	CHECK(parse_in(text, "/etc/cb", &c) == 0);
+	CHECK(c.nodes[0].run_as_owner == 1);
+	CHECK(c.nodes[1].run_as_owner == 0);
+	CHECK(c.nodes[2].run_as_owner == 0);
+	CHECK(c.nodes[3].run_as_owner == 1 && !c.nodes[3].local);
+	CHECK(c.nodes[0].as_user == NULL && c.nodes[0].as_key == NULL);
+	CHECK(c.lab->naccounts == 2);
+	CHECK_STR(lab_account_of(c.lab, "alice"), "asmith");
+	CHECK_STR(lab_account_of(c.lab, "bob"), "bob2");
+	CHECK_STR(lab_account_of(c.lab, "carol"), "carol");
+	config_free(&c);
+	/* lab: may come after or before nodes: */
+	CHECK(parse_in("lab: {group: g}\nnodes: {a: {ssh: a, run_as: owner, lease_dir: /l}}\n",
+		       "/etc/cb", &c) == 0);
+	config_free(&c);
+	CHECK_STR(bad("nodes: {a: {ssh: a, run_as: owner, lease_dir: /l}}\n"),
+		  "config.yaml:1: nodes.a.run_as: owner needs lab: (the members' accounts)");
+	CHECK_STR(bad("nodes:\n  x: {ssh: x}\n  a:\n    ssh: a\n    lease_dir: /l\n    run_as: owner\n"),
+		  "config.yaml:6: nodes.a.run_as: owner needs lab: (the members' accounts)");
+	CHECK_STR(bad("lab: {group: g}\nnodes: {a: {ssh: a, run_as: owner}}\n"),
+		  "config.yaml:2: nodes.a: run_as: owner needs lease_dir (one lease per card across the "
+		  "owners' accounts)");
+	CHECK_STR(bad("lab: {group: g}\nnodes: {a: {local: true, run_as: owner, lease_dir: /l}}\n"),
+		  "config.yaml:2: nodes.a: run_as: owner on a local: true node (a local node runs its jobs "
+		  "as the daemon's account)");
+	CHECK_STR(bad("lab: {group: g}\nnodes: {s: {run_as: owner, slurm: {partition: gpu}}}\n"),
+		  "config.yaml:2: nodes.s: run_as: owner needs ssh (a local node runs its jobs as the "
+		  "daemon's account)");
+	CHECK_STR(bad("lab: {group: g}\nnodes: {a: {ssh: a, run_as: root, lease_dir: /l}}\n"),
+		  "config.yaml:2: nodes.a.run_as: is owner or daemon");
+	CHECK_STR(bad("lab: {group: g}\nnodes: {a: {ssh: a, run_as: [owner], lease_dir: /l}}\n"),
+		  "config.yaml:2: nodes.a.run_as: must be a string");
+	CHECK_STR(bad("lab: {group: g, accounts: {alice: \"-x\"}}\nnodes: {a: {local: true}}\n"),
+		  "config.yaml:1: lab.accounts.alice: a user name must not begin with '-'");
+	CHECK_STR(bad("lab: {group: g, accounts: {\"a b\": x}}\nnodes: {a: {local: true}}\n"),
+		  "config.yaml:1: lab.accounts.a b: a user name is letters, digits, '.', '_' and '-'");
+	CHECK_STR(bad("lab: {group: g, accounts: {alice: x, alice: y}}\nnodes: {a: {local: true}}\n"),
+		  "config.yaml:1: lab.accounts.alice: duplicate key");
+	CHECK_STR(bad("lab: {group: g, accounts: {alice: \"\"}}\nnodes: {a: {local: true}}\n"),
+		  "config.yaml:1: lab.accounts.alice: must not be empty");
+	CHECK_STR(bad("lab: {group: g, accounts: [alice]}\nnodes: {a: {local: true}}\n"),
+		  "config.yaml:1: lab.accounts: must be a mapping");
+}
+
 int main(void)
 {
 	test_example();
@@ -801,6 +855,7 @@ int main(void)
 	test_load();
 	test_slurm();
 	test_lease_dir();
+	test_run_as();
 	cb_err_free(&e);
 	return T_DONE();
 }

@@ -914,6 +914,68 @@ static void test_user_limit(void)
 	CHECK(out.nplace == 0);
 }
 
+/* run_as: owner (accts.c): a node that bars a user (her account there
+ * refuses the lab's key) is, to her jobs, as if unreachable: nothing of
+ * hers is placed, held or staged there, and no "never fits" reason is
+ * given for her; other users' jobs use it as before. */
+static void test_barred(void)
+{
+	struct plan_user users[2] = { { LAB_NONE, 0 }, { LAB_NONE, 0 } };
+	unsigned char bar_alice[2] = { 1, 0 };
+
+	/* alice's (1) job goes to b, bob's (2) to a. */
+	setup(2, 1, "");
+	in.users = users;
+	in.nusers = 2;
+	node[0].barred = bar_alice;
+	add(1)->user = 1;
+	add(1)->user = 2;
+	PLAN(NOW, "1@b:0 2@a:0", "");
+	/* Pinned to a, queued long ago: not placed, nothing held, no reason
+	 * (GPU 7 is not there: unbarred, that would be "no node has GPU 7"),
+	 * and bob's job behind hers takes the card. */
+	setup(1, 2, "");
+	in.users = users;
+	in.nusers = 2;
+	node[0].barred = bar_alice;
+	add(1)->user = 1;
+	job[0].queued_at = LONG_AGO;
+	job[0].node = "a";
+	pin(1, 7)->user = 1;
+	add(1)->user = 2;
+	PLAN(NOW, "3@a:0", "");
+	CHECK(out.nwhy == 0);
+	node[0].barred = NULL;
+	CHECK(run(NOW) == 0);
+	CHECK_STR(placed(), "1@a:0 3@a:1");
+	CHECK_STR(why(2), "no node has GPU 7 (a has 0-1)");
+	/* A CPU job of hers: not placed either. */
+	setup(1, 1, "");
+	in.users = users;
+	in.nusers = 2;
+	node[0].barred = bar_alice;
+	add(0)->user = 1;
+	add(0)->user = 2;
+	PLAN(NOW, "2@a", "");
+	/* The baton: not staged there for her; for bob, as before. */
+	setup(1, 1, "");
+	node[0].stage = 1;
+	node[0].barred = bar_alice;
+	gpu[0][0].lease = lease;
+	runs[0] = (struct plan_run){ .id = 50, .aid = lease, .started = LONG_AGO };
+	in.runs = runs;
+	in.nruns = 1;
+	in.users = users;
+	in.nusers = 2;
+	add(1)->user = 1;
+	CHECK(run(NOW) == 0);
+	CHECK(out.nstage == 0 && out.nplace == 0);
+	job[0].user = 2;
+	CHECK(run(NOW) == 0);
+	CHECK(out.nstage == 1);
+	gpu[0][0].lease = NULL;
+}
+
 /* The fair share's order: priority first; among equal priorities the
  * owner with the least effective usage, then the earlier job; FIFO
  * within an owner; one user (or all equal): the order given. */
@@ -1443,6 +1505,7 @@ int main(void)
 	test_share();
 	test_share_cap();
 	test_user_limit();
+	test_barred();
 	test_fair_order();
 	test_fair_order_random();
 	test_slurm();

@@ -1,0 +1,191 @@
+/*
+ * accts.c - run_as: owner (SPEC §12, LAYOUT.md §16): a node reached as
+ * the account of each job's owner, with the lab's key.
+ *
+ * For every lab user who has had a job on such a node, the node keeps
+ * an account (struct acct, n->acct[user - 1]): the node's conf as that
+ * account (ssh -l ACCOUNT -i LABKEY -o IdentitiesOnly=yes, link/node.c;
+ * ACCOUNT is lab.accounts' name for the user, else the user's own),
+ * through which every call about the user's attempts goes -- launch,
+ * status, pause, unstage, cancel -- and what is known of it:
+ *
+ *   UNKNOWN   nothing asked through it yet (or its back-off is over):
+ *             the user's jobs may be placed there, and the first call
+ *             through it tells;
+ *   OK        a call through it reached the worker;
+ *   REFUSED   ssh said "Permission denied" (the key is not in the
+ *             account's authorized_keys, or the account does not
+ *             exist), or the gate refused the command: nothing was run
+ *             there.  WHY is "alice: not authorized on lab-a (cardbaton
+ *             bootstrap --node lab-a --lab)"; the user's jobs are not
+ *             placed there (plan.h `barred`) and wait with that reason
+ *             where no other node may take them (sched.c), a launch
+ *             that was refused goes back to the queue (launch_answered),
+ *             and other users are not touched.  After a back-off
+ *             (BACKOFF_MIN_MS doubling to BACKOFF_MAX_MS) it is UNKNOWN
+ *             again, and the next placement asks.
+ *
+ * The node's GPU query goes through one account (acct_query_user): an
+ * OK one, else an UNKNOWN one of a user with jobs.  With lease_dir
+ * (which run_as: owner needs) every account's worker sees every lease.
+ *
+ * Such a node has no event stream (it would hold one ssh connection per
+ * member): an attempt's end is found by its account's status check,
+ * every RECONCILE_MS, and a launch runs the worker's `launch`.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spoold.h"
+
+/* USER's account on N, made when missing; NULL where N is not run_as:
+ * owner or USER is nobody (the node's own conf), or out of memory
+ * (errno ENOMEM). */
+int acct_grow(struct daemon *d, struct node *n)
+{
+	struct acct *v;
+	unsigned char *b;
+
+	if (n->nacct >= d->ntally)
+		return 0;
+	if (!(v = realloc(n->acct, d->ntally * sizeof *v)))
+		return -1;
+	n->acct = v;
+	if (!(b = realloc(n->barred, d->ntally)))
+		return -1;
+	n->barred = b;
+	memset(v + n->nacct, 0, (d->ntally - n->nacct) * sizeof *v);
+	memset(b + n->nacct, 0, d->ntally - n->nacct);
+	n->nacct = d->ntally;
+	return 0;
+}
+
+struct acct *acct_get(struct daemon *d, struct node *n, size_t user)
+{
+	struct acct *a;
+
+	errno = 0;
+	if (!n->conf->run_as_owner || !user || d->tally[user - 1].uid < 0)
+		return NULL;
+	if (!d->labkey || acct_grow(d, n) < 0)
+		return errno = ENOMEM, NULL;
+	a = &n->acct[user - 1];
+	if (!a->used) {
+		a->conf = *n->conf;
+		a->conf.as_user = lab_account_of(d->cfg.lab, d->tally[user - 1].name);
+		a->conf.as_key = d->labkey;
+		a->used = 1;
+	}
+	return a;
+}
+
+const struct node_conf *acct_conf(struct daemon *d, struct node *n, size_t user, int **seen)
+{
+	struct acct *a = acct_get(d, n, user);
+
+	if (!a && errno)
+		return NULL;
+	*seen = a ? &a->worker_seen : &n->worker_seen;
+	return a ? &a->conf : n->conf;
+}
+
+static void acct_set(struct daemon *d, struct node *n, struct acct *a, enum acct_state st)
+{
+	d->nrefused += (st == ACCT_REFUSED) - (a->state == ACCT_REFUSED);
+	n->barred[a - n->acct] = st == ACCT_REFUSED;
+	a->state = st;
+}
+
+
+int acct_answer(struct daemon *d, struct node *n, size_t user, int status, const struct sbuf *err)
+{
+	struct acct *a = acct_get(d, n, user);
+	const char *e = err->len ? err->s : "";        /* a call's last, not one before */
+	const char *gate = status == 77 || status == 255 ? strstr(e, "cardbaton-gate: refused") : NULL;
+	const char *name, *node = n->conf->name;
+	char *why;
+
+	if (!a)
+		return 0;
+	if (!(status == 255 && strstr(e, "Permission denied")) && !gate) {
+		/* Whatever answered past ssh was the worker (or its gate). */
+		if (status != 255 && status >= 0) {
+			if (a->state == ACCT_REFUSED)
+				logmsg("node %s: %s: the lab's key is taken", node, a->conf.as_user);
+			acct_set(d, n, a, ACCT_OK);
+			a->backoff = 0;
+			a->worker_seen = 1;
+		}
+		return 0;
+	}
+	name = d->tally[user - 1].name;
+	why = gate ? xasprintf("%s: the lab's key is refused on %s: %.*s", name, node,
+			       (int)strcspn(gate, "\n"), gate)
+		   : xasprintf("%s: not authorized on %s (cardbaton bootstrap --node %s --lab)", name,
+			       node, node);
+	if (why && (a->state != ACCT_REFUSED || !a->why || strcmp(a->why, why)))
+		logmsg("node %s: %s", node, why);
+	if (why) {
+		free(a->why);
+		a->why = why;
+	}
+	acct_set(d, n, a, ACCT_REFUSED);
+	a->backoff = a->backoff ? a->backoff * 2 : BACKOFF_MIN_MS;
+	if (a->backoff > BACKOFF_MAX_MS)
+		a->backoff = BACKOFF_MAX_MS;
+	a->retry_at = mono_now() + a->backoff;
+	node_view_due(n);
+	d->dirty = 1;
+	return 1;
+}
+
+size_t acct_query_user(struct daemon *d, struct node *n)
+{
+	size_t unknown = 0;
+
+	if (!n->conf->run_as_owner)
+		return 0;
+	for (size_t u = 1; u <= d->ntally; u++) {
+		struct acct *a = u <= n->nacct && n->acct[u - 1].used ? &n->acct[u - 1] : NULL;
+
+		if (a && a->state == ACCT_OK)
+			return u;
+		if (!unknown && d->tally[u - 1].jobs > 0 && (!a || a->state == ACCT_UNKNOWN) &&
+		    acct_get(d, n, u))
+			unknown = u;
+	}
+	return unknown ? unknown : ACCT_NONE;
+}
+
+/* The back-offs that are over: those accounts are asked again. */
+void acct_timers(struct daemon *d, long long now, long long *next)
+{
+	for (size_t k = 0; d->nrefused && k < d->nnodes; k++) {
+		struct node *n = &d->nodes[k];
+
+		for (size_t u = 0; u < n->nacct; u++) {
+			struct acct *a = &n->acct[u];
+
+			if (a->state != ACCT_REFUSED)
+				continue;
+			if (now < a->retry_at) {
+				if (a->retry_at < *next)
+					*next = a->retry_at;
+				continue;
+			}
+			acct_set(d, n, a, ACCT_UNKNOWN);
+			d->dirty = 1;
+		}
+	}
+}
+
+void acct_free(struct node *n)
+{
+	for (size_t u = 0; u < n->nacct; u++) {
+		acall_free(&n->acct[u].check);
+		free(n->acct[u].why);
+	}
+	free(n->acct);
+	free(n->barred);
+}
