@@ -81,6 +81,9 @@ static _Noreturn void child(const struct config *c, const struct node_conf *nc, 
 		for (size_t s = 0; s < g[i].naccounts; s++)
 			if (wire_add(&r, "lease_account", g[i].accounts[s]) < 0)
 				_exit(1);
+		for (size_t s = 0; s < g[i].nproc_accounts; s++)
+			if (wire_add(&r, "process_account", g[i].proc_accounts[s]) < 0)
+				_exit(1);
 		if (wire_write_fd(fd, &r) < 0)
 			_exit(1);
 		wire_free(&r);
@@ -250,6 +253,26 @@ static cJSON *leases_json(const struct spool *sp, int have_spool, const struct g
 	return a;
 }
 
+/* Card G's processes for the table: "1", and on a card no one leases
+ * the accounts the node named: "2 (carol,dave)". */
+static char *procs_text(const struct gpu_info *g)
+{
+	struct sbuf b = { 0 };
+
+	if (sbuf_addf(&b, "%lld", g->procs) < 0)
+		die(EX_OSERR_, "%s", strerror(ENOMEM));
+	for (size_t s = 0; s < g->nproc_accounts; s++) {
+		char *pa = printable(g->proc_accounts[s]);
+
+		if (!pa || sbuf_addf(&b, "%s%s", s ? "," : " (", pa) < 0)
+			die(EX_OSERR_, "%s", strerror(ENOMEM));
+		free(pa);
+	}
+	if (g->nproc_accounts && sbuf_add(&b, ")", 1) < 0)
+		die(EX_OSERR_, "%s", strerror(ENOMEM));
+	return b.s;
+}
+
 /* Card G's holders for the table: "7", "7,8" (shared), and each one's
  * account beside it where the node says: "7 (alice)". */
 static char *holders_text(const struct spool *sp, int have_spool, const struct gpu_info *g)
@@ -348,7 +371,7 @@ static void print_json(const struct ask *asks, size_t n, const struct spool *sp,
 			die(EX_OSERR_, "%s", strerror(ENOMEM));
 		for (size_t k = 0; k < a->n; k++) {
 			const struct gpu_info *g = &a->g[k];
-			cJSON *x = cJSON_CreateObject(), *ls = leases_json(sp, have_spool, g, 0), *la;
+			cJSON *x = cJSON_CreateObject(), *ls = leases_json(sp, have_spool, g, 0), *la, *pa;
 			char *lease = first_holder(g) ? lease_text(sp, have_spool, first_holder(g)) : NULL;
 
 			if (!x || !cJSON_AddItemToArray(gs, x) ||
@@ -359,6 +382,7 @@ static void print_json(const struct ask *asks, size_t n, const struct spool *sp,
 			    !json_add_reading(x, "memory_total_mib", g->mem_total) ||
 			    !json_add_reading(x, "utilization", g->util) ||
 			    !cJSON_AddNumberToObject(x, "processes", (double)g->procs) ||
+			    !(pa = cJSON_AddArrayToObject(x, "process_accounts")) ||
 			    !(lease ? cJSON_AddStringToObject(x, "lease", lease)
 				    : cJSON_AddNullToObject(x, "lease")) ||
 			    !ls || !cJSON_AddItemToObject(x, "leases", ls) ||
@@ -368,6 +392,9 @@ static void print_json(const struct ask *asks, size_t n, const struct spool *sp,
 			    !cJSON_AddBoolToObject(x, "idle", gpu_idle(g, a->nc->idle_mib) &&
 							       gpu_eligible(a->nc, g->index)))
 				die(EX_OSERR_, "%s", strerror(ENOMEM));
+			for (size_t s = 0; s < g->nproc_accounts; s++)
+				if (!cJSON_AddItemToArray(pa, cJSON_CreateString(g->proc_accounts[s])))
+					die(EX_OSERR_, "%s", strerror(ENOMEM));
 			free(lease);
 		}
 	}
@@ -481,7 +508,7 @@ static void print_human(const struct ask *asks, size_t n, const struct spool *sp
 			cells[4] = g->mem_used < 0 || g->mem_total < 0 ? strdup("? MiB") :
 				   must_asprintf("%lld/%lld MiB", g->mem_used, g->mem_total);
 			cells[5] = g->util < 0 ? strdup("?") : must_asprintf("%lld%%", g->util);
-			cells[6] = must_asprintf("%lld", g->procs);
+			cells[6] = procs_text(g);
 			cells[7] = first_holder(g) ? holders_text(sp, have_spool, g) : strdup("-");
 			cells[8] = strdup(!gpu_eligible(a->nc, g->index) ? "excluded" :
 					  gpu_idle(g, a->nc->idle_mib) ? "idle" : "busy");

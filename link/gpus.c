@@ -22,6 +22,9 @@ void gpus_free(struct gpu_info *g, size_t n)
 		for (size_t s = 0; s < g[i].naccounts; s++)
 			free(g[i].accounts[s]);
 		free(g[i].accounts);
+		for (size_t s = 0; s < g[i].nproc_accounts; s++)
+			free(g[i].proc_accounts[s]);
+		free(g[i].proc_accounts);
 	}
 	free(g);
 }
@@ -67,7 +70,8 @@ static int gpu_from_rec(const struct wire_rec *w, struct gpu_info *g)
 		g->util = -1;
 	g->index = (int)idx;
 	if (!(g->uuid = strdup(uuid)) || !(g->name = strdup(name ? name : "")) ||
-	    append_all(w, "lease_account", 0, &g->accounts, &g->naccounts) < 0)
+	    append_all(w, "lease_account", 0, &g->accounts, &g->naccounts) < 0 ||
+	    append_all(w, "process_account", 1, &g->proc_accounts, &g->nproc_accounts) < 0)
 		return -1;
 	if (!(wire_get(w, "shared") && !strcmp(wire_get(w, "shared"), "1")))
 		return lease && *lease && !(g->lease = strdup(lease)) ? -1 : 0;

@@ -142,6 +142,10 @@ struct gpu_info {
 	 * lease, then shares ("" when the worker could not say) */
 	char **accounts;
 	size_t naccounts;
+	/* a card no one leases: the accounts of its compute processes
+	 * (each once; those the node could name) */
+	char **proc_accounts;
+	size_t nproc_accounts;
 };
 
 /* Parse the records of `cardbaton-worker gpus`.  0, or -1 with errno

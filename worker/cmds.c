@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -51,9 +52,42 @@ static char *lease_holder(const struct wk_state *st, const char *uuid, int *shar
 	return exclusive_holder(st, uuid, uid);
 }
 
+/* The accounts of G's compute processes (their /proc entries' owners,
+ * each once; a process gone or hidden is left out) as its
+ * `process_account`s: a card no lease holds is busy outside the queue,
+ * and a lab sees whose.  0, or -1 (out of memory). */
+static int process_accounts(const struct nv_gpu *g, struct wire_rec *r)
+{
+	uid_t seen[NV_PIDS_MAX];
+	size_t nseen = 0;
+
+	for (size_t i = 0; i < g->npids; i++) {
+		char path[32];
+		struct stat sb;
+		size_t k;
+		char *name;
+
+		snprintf(path, sizeof path, "/proc/%lld", g->pids[i]);
+		if (g->pids[i] <= 0 || stat(path, &sb) < 0)
+			continue;
+		for (k = 0; k < nseen && seen[k] != sb.st_uid; k++)
+			;
+		if (k < nseen)
+			continue;
+		seen[nseen++] = sb.st_uid;
+		if (!(name = wk_user_name(sb.st_uid)) || wire_add(r, "process_account", name) < 0) {
+			free(name);
+			return -1;
+		}
+		free(name);
+	}
+	return 0;
+}
+
 /* GPU G's record for `gpus`: a lease (and with a lease_dir its
- * lease_account) per holder, `shared 1` when held shared.  0, or -1
- * with *WHY (malloc'd) or errno. */
+ * lease_account) per holder, `shared 1` when held shared; on a card no
+ * one leases, its processes' accounts.  0, or -1 with *WHY (malloc'd)
+ * or errno. */
 static int gpu_rec(const struct wk_state *st, const struct nv_gpu *g, struct wire_rec *r, char **why)
 {
 	struct holder *v = NULL, one;
@@ -82,7 +116,8 @@ static int gpu_rec(const struct wk_state *st, const struct nv_gpu *g, struct wir
 	    (shared && wire_add(r, "shared", "1") < 0))
 		goto out;
 	/* Free: one empty lease.  Shared and named by no mark yet: "?". */
-	if (!nh && wire_add(r, "lease", shared ? "?" : "") < 0)
+	if (!nh && (wire_add(r, "lease", shared ? "?" : "") < 0 ||
+		    (!shared && process_accounts(g, r) < 0)))
 		goto out;
 	for (size_t h = 0; h < nh; h++) {
 		char *acct = st->lease_path && v[h].uid != (uid_t)-1 ? wk_user_name(v[h].uid) : NULL;

@@ -42,11 +42,16 @@
  *    _v2, else the unversioned one.  Their entries have been 16 (v1), 24
  *    (v2, v3) and, in R535's nvml.h, 32 bytes under the same _v3 name
  *    (usedGpuCcProtectedMemory was added without a new version).  Only
- *    the number of entries is used here, never their fields, and the
+ *    the number of entries is used of those, never their fields, and the
  *    buffer gives each entry PROC_ENTRY_MAX bytes, so no layout can make
- *    the library write past it.
+ *    the library write past it.  The process IDs (whose accounts `gpus`
+ *    names on a card the queue does not hold) come from the unversioned
+ *    call, whose entries are v1's whatever the driver ({pid, used
+ *    memory}: 16 bytes), asked only of a card that has processes;
+ *    without it they are not known.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,6 +136,7 @@ static struct {
 	nvml_ret (*util)(nvml_dev, struct nvml_utilization *);
 	nvml_ret (*procs)(nvml_dev, unsigned int *, void *);
 	const char *procs_name;
+	nvml_ret (*procs_v1)(nvml_dev, unsigned int *, void *);  /* or NULL */
 	const char *(*error)(nvml_ret);
 } nv;
 
@@ -217,6 +223,7 @@ static int load(char **why)
 		SET_FN(mem_v2, sym("nvmlDeviceGetMemoryInfo_v2"));
 		SET_FN(mem_v1, sym("nvmlDeviceGetMemoryInfo"));
 		SET_FN(procs, sym_any(procs, &nv.procs_name));
+		SET_FN(procs_v1, sym("nvmlDeviceGetComputeRunningProcesses"));
 		if (!nv.mem_v2 && !nv.mem_v1)
 			missing = "nvmlDeviceGetMemoryInfo";
 		else if (!nv.procs)
@@ -293,10 +300,32 @@ static nvml_ret count_procs(nvml_dev d, unsigned int *n)
 	return r;
 }
 
+/* nvmlProcessInfo_v1_t: the unversioned call's entries. */
+struct nvml_proc_v1 {
+	unsigned int pid;
+	unsigned long long used;
+};
+
+/* The first NV_PIDS_MAX process IDs of D's COUNT (just counted) into
+ * PIDS, *N of them (0 when the library has no unversioned call, or it
+ * fails: not known). */
+static void card_pids(nvml_dev d, unsigned int count, unsigned int *pids, unsigned int *n)
+{
+	unsigned int got = count + PROC_FIRST;
+	struct nvml_proc_v1 *buf = nv.procs_v1 ? calloc(got, sizeof *buf) : NULL;
+
+	*n = 0;
+	if (buf && nv.procs_v1(d, &got, buf) == NVML_SUCCESS)
+		for (unsigned int i = 0; i < got && i < NV_PIDS_MAX; i++)
+			pids[(*n)++] = buf[i].pid;
+	free(buf);
+}
+
 /* Card I: "I, UUID, USED, TOTAL, UTIL, NAME" as nvidia-smi prints it
  * (MiB, percent, "[N/A]" for what is not supported), and with NV_ALL
  * its process count in *PROCS. */
-static void child_card(FILE *f, unsigned int i, enum nv_what what, unsigned int *procs)
+static void child_card(FILE *f, unsigned int i, enum nv_what what, unsigned int *procs,
+		       unsigned int *pids, unsigned int *npids)
 {
 	nvml_dev d;
 	char uuid[NVML_UUID_SIZE], name[NVML_NAME_SIZE];
@@ -343,6 +372,8 @@ static void child_card(FILE *f, unsigned int i, enum nv_what what, unsigned int 
 			child_say(nv.procs_name, i, "out of memory");
 		if (rp != NVML_SUCCESS)
 			child_fail(nv.procs_name, i, rp);
+		if (*procs)
+			card_pids(d, *procs, pids, npids);
 	}
 	if (fprintf(f, "%u, %s, ", i, uuid) < 0 ||
 	    (r == NVML_SUCCESS ? fprintf(f, "%llu, %llu, ", used >> 20, total >> 20)
@@ -359,7 +390,7 @@ static void child(const void *arg)
 	enum nv_what what = *(const enum nv_what *)arg;
 	char *buf = NULL;
 	size_t len = 0;
-	unsigned int n = 0, i, *procs = NULL;
+	unsigned int n = 0, i, *procs = NULL, *pids = NULL, *npids = NULL;
 	FILE *f = open_memstream(&buf, &len);
 	nvml_ret r;
 
@@ -369,16 +400,24 @@ static void child(const void *arg)
 		child_fail("nvmlInit_v2", -1, r);
 	if ((r = nv.count(&n)) != NVML_SUCCESS)
 		child_fail("nvmlDeviceGetCount_v2", -1, r);
-	if (n > 0 && !(procs = calloc(n, sizeof *procs)))
+	if (n > 0 && (!(procs = calloc(n, sizeof *procs)) || !(npids = calloc(n, sizeof *npids)) ||
+		      !(pids = calloc((size_t)n * NV_PIDS_MAX, sizeof *pids))))
 		child_say("calloc", -1, "out of memory");
 	for (i = 0; i < n; i++)
-		child_card(f, i, what, &procs[i]);
+		child_card(f, i, what, &procs[i], &pids[(size_t)i * NV_PIDS_MAX], &npids[i]);
+	/* After a NUL, one line per card: "COUNT[ PID]...". */
 	if (what == NV_ALL) {
 		if (fputc('\0', f) == EOF)
 			child_say("fputc", -1, strerror(errno));
-		for (i = 0; i < n; i++)
-			if (fprintf(f, "%u\n", procs[i]) < 0)
+		for (i = 0; i < n; i++) {
+			if (fprintf(f, "%u", procs[i]) < 0)
 				child_say("fprintf", -1, strerror(errno));
+			for (unsigned int k = 0; k < npids[i]; k++)
+				if (fprintf(f, " %u", pids[(size_t)i * NV_PIDS_MAX + k]) < 0)
+					child_say("fprintf", -1, strerror(errno));
+			if (fputc('\n', f) == EOF)
+				child_say("fputc", -1, strerror(errno));
+		}
 	}
 	if (fclose(f) != 0)
 		child_say("fclose", -1, strerror(errno));
@@ -392,22 +431,38 @@ static void child(const void *arg)
 
 /* ---- the parent ------------------------------------------------------------- */
 
-/* The process counts after the NUL: one line per card.  0 or -1. */
+/* A number of at most 10 digits at S[*POS], into *V.  0 or -1. */
+static int read_num(const char *s, size_t n, size_t *pos, long long *v)
+{
+	size_t start = *pos;
+
+	*v = 0;
+	while (*pos < n && s[*pos] >= '0' && s[*pos] <= '9' && *pos - start < 10)
+		*v = *v * 10 + (s[(*pos)++] - '0');
+	return *pos == start ? -1 : 0;
+}
+
+/* The process counts after the NUL, one line per card, each count
+ * followed by the process IDs known.  0 or -1. */
 static int read_counts(const char *s, size_t n, struct nv_info *info)
 {
 	size_t i, pos = 0;
 
 	for (i = 0; i < info->ngpu; i++) {
-		long long v = 0;
-		size_t start = pos;
+		long long v, pid;
 
-		while (pos < n && s[pos] >= '0' && s[pos] <= '9' && pos - start < 9)
-			v = v * 10 + (s[pos++] - '0');
-		if (pos == start || pos >= n || s[pos] != '\n')
+		if (read_num(s, n, &pos, &v) < 0 || v > INT_MAX)
 			return -1;
-		pos++;
 		info->gpu[i].procs = (int)v;
 		info->napps += (size_t)v;
+		while (pos < n && s[pos] == ' ') {
+			pos++;
+			if (read_num(s, n, &pos, &pid) < 0 || nv_add_pid(&info->gpu[i], pid) < 0)
+				return -1;
+		}
+		if (pos >= n || s[pos] != '\n')
+			return -1;
+		pos++;
 	}
 	return pos == n ? 0 : -1;
 }

@@ -37,6 +37,7 @@ void nv_free(struct nv_info *info)
 	for (i = 0; i < info->ngpu; i++) {
 		free(info->gpu[i].uuid);
 		free(info->gpu[i].name);
+		free(info->gpu[i].pids);
 	}
 	free(info->gpu);
 	info->gpu = NULL;
@@ -260,8 +261,21 @@ static int app_line(const char *l, size_t n, struct nv_info *info)
 	info->napps++;
 	for (i = 0; i < info->ngpu; i++)
 		if (strlen(info->gpu[i].uuid) == f[0].n &&
-		    memcmp(info->gpu[i].uuid, f[0].s, f[0].n) == 0)
+		    memcmp(info->gpu[i].uuid, f[0].s, f[0].n) == 0) {
 			info->gpu[i].procs++;
+			if (nv_add_pid(&info->gpu[i], pid) < 0)
+				return -2;
+		}
+	return 0;
+}
+
+int nv_add_pid(struct nv_gpu *g, long long pid)
+{
+	if (g->npids >= NV_PIDS_MAX)
+		return 0;
+	if (!g->pids && !(g->pids = calloc(NV_PIDS_MAX, sizeof *g->pids)))
+		return -1;
+	g->pids[g->npids++] = pid;
 	return 0;
 }
 

@@ -178,7 +178,14 @@ struct nv_gpu {
 	long long mem_used, mem_total;  /* MiB; -1 when not reported */
 	long long util;                 /* percent; 0 when not reported */
 	int procs;                      /* compute apps on this card */
+	/* ... the process IDs of the first NV_PIDS_MAX of them, where the
+	 * driver said (nvidia-smi; NVML's unversioned call) */
+	long long *pids;
+	size_t npids;
 };
+#define NV_PIDS_MAX 64
+/* PID onto G's list (past NV_PIDS_MAX: counted only).  0, or -1. */
+int nv_add_pid(struct nv_gpu *g, long long pid);
 
 struct nv_info {
 	struct nv_gpu *gpu;

@@ -1222,6 +1222,24 @@ CASES
 	failed 64 cardbaton-worker
 }
 
+@test "run_as: owner without lab:, without lease_dir, on a local node, or another value, and a bad lab.accounts name are 78 for the daemon and the tools, naming file:line: key" {
+	while IFS='|' read -r node lab where why; do
+		printf 'spool: ./spool\nnodes:\n  n:\n%s\n%s' "$(printf '%s' "$node" | sed 's/^/    /; s/;/\n    /g')" "$lab" > "$C"
+		for tool in spoold status submit gpus; do
+			args=(); [ "$tool" = submit ] && args=(-- true); [ "$tool" = spoold ] && args=(--once)
+			run --separate-stderr "cardbaton-$tool" --config "$C" "${args[@]}"
+			failed 78 "cardbaton-$tool"
+			says "cardbaton-$tool: $C:$where: $why"
+		done
+	done <<CASES
+ssh: h;run_as: owner;lease_dir: /l||5|nodes.n.run_as: owner needs lab: (the members' accounts)
+ssh: h;run_as: owner|lab: {group: $(id -gn)}|3|nodes.n: run_as: owner needs lease_dir (one lease per card across the owners' accounts)
+local: true;run_as: owner;lease_dir: /l|lab: {group: $(id -gn)}|3|nodes.n: run_as: owner on a local: true node (a local node runs its jobs as the daemon's account)
+ssh: h;run_as: root;lease_dir: /l|lab: {group: $(id -gn)}|5|nodes.n.run_as: is owner or daemon
+ssh: h|lab: {group: $(id -gn), accounts: {alice: "a\\nb"}}|5|lab.accounts.alice: a user name is letters, digits, '.', '_' and '-'
+CASES
+}
+
 @test "the lab key's gate: a shell, other programs, metacharacters, control characters, paths outside STATE/bin, a bad install ID are 77 with one line and nothing runs; a link, another's or a writable bin/ is refused; the worker's own command runs" {
 	local st=$T/gst w=$T/gst/bin/cardbaton-worker-1.0-t ran=$T/ran
 	mkdir -p "$st/bin"

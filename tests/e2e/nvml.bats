@@ -152,6 +152,37 @@ same() {
 	[ "$NVML_SERVED" = 1 ]
 }
 
+@test "gpus: on a card no one leases, its processes' accounts (each once, from /proc), from NVML and nvidia-smi alike; none on a leased card, none for a process gone" {
+	command -v setpriv > /dev/null || skip "needs setpriv"
+	sleep 60 &
+	mine=$!
+	setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups sleep 60 &
+	theirs=$!
+	fake_apps "$U0, $mine, 100" "$U0, $theirs, 100" "$U0, $mine, 50" "$U1, 999999999, 10" "$U2, $mine, 1"
+	mkdir -p "$STATE/leases"
+	echo other-1 > "$STATE/leases/$U2"
+	flock "$STATE/leases/$U2" sleep 30 &
+	holder=$!
+	wait_for 5 '! flock -n "$STATE/leases/$U2" true'
+	same gpus
+	# The tool: "3 (root,nobody)" in PROCS, and process_accounts.
+	run cardbaton-gpus
+	[ "$status" -eq 0 ]
+	[[ $output == *" 3 ($(id -un),nobody) "* ]] || { echo "$output"; false; }
+	run cardbaton-gpus --json
+	[ "$status" -eq 0 ]
+	[ "$(jq -c '[.nodes[0].gpus[].process_accounts]' <<< "$output")" = "[[\"$(id -un)\",\"nobody\"],[],[],[]]" ]
+	kill "$holder" "$mine" "$theirs"
+	[ "$NVML_SERVED" = 1 ]
+	awk -v RS='end\n' -v u="$U0" 'index($0, "uuid " u "\n")' "$T/off.out" > "$T/u0"
+	[ "$(grep -c '^process_account ' "$T/u0")" -eq 2 ]
+	grep -qx "process_account $(id -un)" "$T/u0"
+	grep -qx 'process_account nobody' "$T/u0"
+	grep -qx 'processes 3' "$T/u0"
+	# The pid gone, and the leased card: processes counted, no account.
+	[ "$(grep -c '^process_account ' "$T/off.out")" -eq 2 ]
+}
+
 @test "gpus: more compute processes than the first buffer holds are all counted, on every layout" {
 	lines=()
 	for pid in $(seq 1000 1039); do lines+=("$U1, $pid, 100"); done

@@ -59,6 +59,13 @@ static void lab_ok(const struct lab_conf *l)
 		lab_limits_ok(&u->lim);
 		FUZZ_CHECK(lab_limits_of(l, u->name) == &u->lim);
 	}
+	/* accounts: both names valid, each member once, the first found */
+	for (size_t i = 0; i < l->naccounts; i++) {
+		const struct lab_account *a = &l->accounts[i];
+
+		FUZZ_CHECK(a->member && lab_name_ok(a->member) && a->account && lab_name_ok(a->account));
+		FUZZ_CHECK(lab_account_of(l, a->member) == a->account);
+	}
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -107,6 +114,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(!n->lease_dir || (n->lease_dir[0] == '/' && !n->slurm_partition));
 		for (const char *p = n->lease_dir; p && *p; p++)
 			FUZZ_CHECK((unsigned char)*p >= 0x20 && *p != 0x7f);
+		/* run_as: owner: a lab, never local, a lease_dir unless Slurm;
+		 * never an account of its own in the config */
+		FUZZ_CHECK(!n->run_as_owner || (c.lab && !n->local && (n->lease_dir || n->slurm_partition)));
+		FUZZ_CHECK(!n->as_user && !n->as_key);
 		FUZZ_CHECK(n->has_gpus || n->ngpus == 0);
 		FUZZ_CHECK(!n->on_finish == !n->non_finish);
 		FUZZ_CHECK(!n->on_finish || n->on_finish[0][0]);

@@ -44,6 +44,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			FUZZ_CHECK((unsigned char)g->uuid[k] > 0x20 && g->uuid[k] != 0x7f);
 		FUZZ_CHECK(g->mem_used >= -1 && g->mem_total >= -1 && g->util >= 0);
 		FUZZ_CHECK(g->procs >= 0 && (size_t)g->procs <= info.napps);
+		/* a pid kept for each process counted, the first NV_PIDS_MAX */
+		FUZZ_CHECK(g->npids == ((size_t)g->procs < NV_PIDS_MAX ? (size_t)g->procs : NV_PIDS_MAX));
 		FUZZ_CHECK(nv_find_index(&info, g->index) == g);
 	}
 	nv_free(&info);
