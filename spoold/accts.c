@@ -2,32 +2,37 @@
  * accts.c - run_as: owner (SPEC §12, LAYOUT.md §16): a node reached as
  * the account of each job's owner, with the lab's key.
  *
- * For every lab user who has had a job on such a node, the node keeps
- * an account (struct acct, n->acct[user - 1]): the node's conf as that
- * account (ssh -l ACCOUNT -i LABKEY -o IdentitiesOnly=yes, link/node.c;
- * ACCOUNT is lab.accounts' name for the user, else the user's own),
- * through which every call about the user's attempts goes -- launch,
- * status, pause, unstage, cancel -- and what is known of it:
+ * For every lab user with jobs, a run_as: owner node keeps an account
+ * (struct acct, n->acct[user - 1]): the node's conf as that account
+ * (ssh -l ACCOUNT -i LABKEY -o IdentitiesOnly=yes, link/node.c; ACCOUNT
+ * is lab.accounts' name for the user, else the user's own), through
+ * which every call about the user's attempts goes -- launch, status,
+ * pause, unstage, cancel -- and what is known of it:
  *
- *   UNKNOWN   nothing asked through it yet (or its back-off is over):
- *             the user's jobs may be placed there, and the first call
- *             through it tells;
- *   OK        a call through it reached the worker;
+ *   UNKNOWN   nothing asked through it yet: the user's jobs are not
+ *             placed there (plan.h `barred`) until a probe (the
+ *             worker's `version`, acct_probes, at the first pass that
+ *             has the user's jobs) or any other call has answered;
+ *   OK        a call through it reached the worker (or the gate): the
+ *             user's jobs are placed there as anyone's;
  *   REFUSED   ssh said "Permission denied" (the key is not in the
  *             account's authorized_keys, or the account does not
- *             exist), or the gate refused the command: nothing was run
+ *             exist), or the gate refused the command: nothing ran
  *             there.  WHY is "alice: not authorized on lab-a (cardbaton
- *             bootstrap --node lab-a --lab)"; the user's jobs are not
- *             placed there (plan.h `barred`) and wait with that reason
- *             where no other node may take them (sched.c), a launch
- *             that was refused goes back to the queue (launch_answered),
- *             and other users are not touched.  After a back-off
- *             (BACKOFF_MIN_MS doubling to BACKOFF_MAX_MS) it is UNKNOWN
- *             again, and the next placement asks.
+ *             bootstrap --node lab-a --lab)"; the user's jobs stay
+ *             barred, and wait with that reason where no other node
+ *             may take them (sched.c); other users are not touched.  A
+ *             probe asks again after a back-off (BACKOFF_MIN_MS
+ *             doubling to BACKOFF_MAX_MS, acct_timers), so her jobs
+ *             start soon after she runs bootstrap --lab.  A launch
+ *             refused (the key taken away since) goes back to the
+ *             queue (launch_answered): nothing ran.
  *
- * The node's GPU query goes through one account (acct_query_user): an
- * OK one, else an UNKNOWN one of a user with jobs.  With lease_dir
- * (which run_as: owner needs) every account's worker sees every lease.
+ * A probe uses the account's status-check slot (CHECK, PROBING): one
+ * call at a time per account.  The node's GPU query goes through one
+ * account (acct_query_user): an OK one, else an UNKNOWN one of a user
+ * with jobs.  With lease_dir (which run_as: owner needs) every
+ * account's worker sees every lease.
  *
  * Such a node has no event stream (it would hold one ssh connection per
  * member): an attempt's end is found by its account's status check,
@@ -39,9 +44,8 @@
 
 #include "spoold.h"
 
-/* USER's account on N, made when missing; NULL where N is not run_as:
- * owner or USER is nobody (the node's own conf), or out of memory
- * (errno ENOMEM). */
+/* Accounts (and BARRED) for every user: a user with an owner is barred
+ * until her account is seen to take the key. */
 int acct_grow(struct daemon *d, struct node *n)
 {
 	struct acct *v;
@@ -56,7 +60,8 @@ int acct_grow(struct daemon *d, struct node *n)
 		return -1;
 	n->barred = b;
 	memset(v + n->nacct, 0, (d->ntally - n->nacct) * sizeof *v);
-	memset(b + n->nacct, 0, d->ntally - n->nacct);
+	for (size_t u = n->nacct; u < d->ntally; u++)
+		b[u] = d->tally[u].uid >= 0;
 	n->nacct = d->ntally;
 	return 0;
 }
@@ -92,8 +97,14 @@ const struct node_conf *acct_conf(struct daemon *d, struct node *n, size_t user,
 
 static void acct_set(struct daemon *d, struct node *n, struct acct *a, enum acct_state st)
 {
+	size_t user = (size_t)(a - n->acct) + 1;
+
+	/* No longer refused: its jobs' reason may be said again. */
+	for (size_t i = 0; a->state == ACCT_REFUSED && st != ACCT_REFUSED && i < d->nq; i++)
+		d->q[i]->acct_noted &= d->q[i]->user != user;
 	d->nrefused += (st == ACCT_REFUSED) - (a->state == ACCT_REFUSED);
-	n->barred[a - n->acct] = st == ACCT_REFUSED;
+	n->barred[user - 1] = st != ACCT_OK;
+	d->dirty |= (st == ACCT_OK) != (a->state == ACCT_OK);
 	a->state = st;
 }
 
@@ -111,8 +122,11 @@ int acct_answer(struct daemon *d, struct node *n, size_t user, int status, const
 	if (!(status == 255 && strstr(e, "Permission denied")) && !gate) {
 		/* Whatever answered past ssh was the worker (or its gate). */
 		if (status != 255 && status >= 0) {
-			if (a->state == ACCT_REFUSED)
+			if (a->why) {   /* refused before */
 				logmsg("node %s: %s: the lab's key is taken", node, a->conf.as_user);
+				free(a->why);
+				a->why = NULL;
+			}
 			acct_set(d, n, a, ACCT_OK);
 			a->backoff = 0;
 			a->worker_seen = 1;
@@ -158,7 +172,34 @@ size_t acct_query_user(struct daemon *d, struct node *n)
 	return unknown ? unknown : ACCT_NONE;
 }
 
-/* The back-offs that are over: those accounts are asked again. */
+/* Ask USER's account on N whether it takes the key (its check slot
+ * free): the answer comes to reconcile_done. */
+static void acct_probe(struct daemon *d, struct node *n, size_t user, struct acct *a)
+{
+	static const char *const args[] = { "version", NULL };
+
+	if (a->check.pid > 0)
+		return;
+	if (acall_start(d, n, user, &a->check, args, NODE_QUERY_MS) == 0 && a->check.pid > 0)
+		a->probing = 1;
+}
+
+void acct_probes(struct daemon *d)
+{
+	for (size_t k = 0; k < d->nnodes; k++) {
+		struct node *n = &d->nodes[k];
+
+		if (!n->conf->run_as_owner || (!n->reachable && mono_now() < n->retry_at))
+			continue;
+		for (size_t u = 1; u <= d->ntally; u++) {
+			struct acct *a;
+
+			if (d->tally[u - 1].jobs > 0 && (a = acct_get(d, n, u)) && a->state == ACCT_UNKNOWN)
+				acct_probe(d, n, u, a);
+		}
+	}
+}
+
 void acct_timers(struct daemon *d, long long now, long long *next)
 {
 	for (size_t k = 0; d->nrefused && k < d->nnodes; k++) {
@@ -167,15 +208,16 @@ void acct_timers(struct daemon *d, long long now, long long *next)
 		for (size_t u = 0; u < n->nacct; u++) {
 			struct acct *a = &n->acct[u];
 
-			if (a->state != ACCT_REFUSED)
+			if (a->state != ACCT_REFUSED || a->check.pid > 0)
 				continue;
 			if (now < a->retry_at) {
 				if (a->retry_at < *next)
 					*next = a->retry_at;
 				continue;
 			}
-			acct_set(d, n, a, ACCT_UNKNOWN);
-			d->dirty = 1;
+			/* Asked again; meanwhile the next back-off counts. */
+			a->retry_at = now + (a->backoff ? a->backoff : BACKOFF_MIN_MS);
+			acct_probe(d, n, u + 1, a);
 		}
 	}
 }

@@ -574,8 +574,18 @@ void reconcile_done(struct daemon *d, size_t node, size_t user, int status)
 	struct sbuf *b = &ck->buf;
 	size_t off = 0;
 
+	int probe = user && n->acct[user - 1].probing;
+
+	if (probe)
+		n->acct[user - 1].probing = 0;
 	if (acct_answer(d, n, user, status, &ck->ebuf))
 		return;         /* asked again when its back-off is over */
+	if (probe) {
+		if (status != 0)
+			node_failed(d, node, status == 255 ? "cannot reach the node over ssh" :
+				    "cardbaton-worker version failed");
+		return;
+	}
 	if (status != 0) {
 		node_failed(d, node, status == 255 ? "cannot reach the node over ssh" :
 			    "cardbaton-worker status failed");

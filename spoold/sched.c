@@ -445,6 +445,7 @@ int schedule(struct daemon *d)
 	d->dirty = 0;
 	d->next_begin = 0;
 	drain_yields(d);
+	acct_probes(d);
 	/* Before the queue is read: it may cancel jobs (and make another
 	 * pass due for their dependants). */
 	deps_pass(d);

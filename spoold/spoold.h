@@ -65,7 +65,7 @@ struct acall {
 
 /* run_as: owner (accts.c): the node as one lab user's account. */
 enum acct_state {
-	ACCT_UNKNOWN,                   /* nothing asked through it yet, or asked again */
+	ACCT_UNKNOWN,                   /* nothing answered through it yet */
 	ACCT_OK,                        /* a call through it reached the worker */
 	ACCT_REFUSED,                   /* ssh or the gate refused the lab's key */
 };
@@ -77,6 +77,7 @@ struct acct {
 	long long retry_at, backoff;    /* refused: tried again from then on (mono ms) */
 	int worker_seen;                /* the worker has answered through it */
 	struct acall check;             /* cardbaton-worker status of its attempts */
+	int probing;                    /* ... or `version`: does it take the key? */
 };
 
 struct node {
@@ -372,6 +373,9 @@ int acct_answer(struct daemon *d, struct node *n, size_t user, int status, const
 /* Whose account N's GPU query goes through: 0 the node's own conf (not
  * run_as: owner), a user, or ACCT_NONE: none may be asked. */
 size_t acct_query_user(struct daemon *d, struct node *n);
+/* A pass's start: every run_as: owner node asks the accounts it knows
+ * nothing of yet, of the users with jobs, whether they take the key. */
+void acct_probes(struct daemon *d);
 /* Refused accounts whose back-off is over are asked again; *NEXT. */
 void acct_timers(struct daemon *d, long long now, long long *next);
 void acct_free(struct node *n);
