@@ -34,9 +34,11 @@
  * with jobs.  With lease_dir (which run_as: owner needs) every
  * account's worker sees every lease.
  *
- * Such a node has no event stream (it would hold one ssh connection per
- * member): an attempt's end is found by its account's status check,
- * every RECONCILE_MS, and a launch runs the worker's `launch`.
+ * Each account has an event stream of its own (stream.c), while it
+ * takes the key and its user has jobs: the ends of her attempts, and
+ * her launches.  Such a node takes no staged attempt (the baton): an
+ * attempt waiting there for another account's to end would not hear of
+ * it.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -64,6 +66,12 @@ int acct_grow(struct daemon *d, struct node *n)
 		b[u] = d->tally[u].uid >= 0;
 	n->nacct = d->ntally;
 	return 0;
+}
+
+size_t rent_link(const struct daemon *d, const struct rent *e)
+{
+	return d->nodes[e->node].conf->run_as_owner && e->user && d->tally[e->user - 1].uid >= 0 ?
+	       e->user : 0;
 }
 
 struct acct *acct_get(struct daemon *d, struct node *n, size_t user)
@@ -227,6 +235,8 @@ void acct_free(struct node *n)
 	for (size_t u = 0; u < n->nacct; u++) {
 		acall_free(&n->acct[u].check);
 		free(n->acct[u].why);
+		sbuf_free(&n->acct[u].watch.buf);
+		sbuf_free(&n->acct[u].watch.wq);
 	}
 	free(n->acct);
 	free(n->barred);

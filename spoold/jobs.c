@@ -375,6 +375,8 @@ static int send_launch(struct daemon *d, struct rent *e)
 {
 	static const char *const args[] = { "launch", NULL };
 	struct node *n = &d->nodes[e->node];
+	size_t user = rent_link(d, e);
+	struct wstream *ws = user && user > n->nacct ? NULL : stream_of(n, user);
 	struct wire_rec spec = { 0 };
 	struct job j;
 	char *name, *text = NULL;
@@ -387,14 +389,14 @@ static int send_launch(struct daemon *d, struct rent *e)
 	 * brings a reconcile, whose "unknown" sends this launch again, on
 	 * the stream; a stream slower than that, the reconcile after it
 	 * finds, and the worker is run instead. */
-	if (n->watch_pid > 0 && !n->watch_ready && mono_now() - n->watch_started < STREAM_WAIT_MS)
+	if (ws && ws->pid > 0 && !ws->ready && mono_now() - ws->started < STREAM_WAIT_MS)
 		return 0;
 	if (load_running(d, e->id, &j, &name) < 0)
 		return -1;
 	if (spec_add_job(&spec, &j, job_last_attempt(&j), n) < 0 ||
 	    (len = wire_format(&spec, &text)) < 0) {
 		logmsg("job %lld: out of memory", e->id);
-	} else if (stream_send(d, n, "launch", text, (size_t)len) == 0) {
+	} else if (ws && stream_send(d, e->node, user, "launch", text, (size_t)len) == 0) {
 		e->asked = 1;
 		e->asked_at = mono_now();
 		r = 0;

@@ -19,17 +19,21 @@ size_t links_pollfds(struct daemon *d, struct pollset *ps)
 
 		if (pollset_room(ps, 8) < 0)
 			return calls;
-		n = stream_pollfd(nd, ps->p + ps->n);
+		n = stream_pollfd(&nd->watch, ps->p + ps->n);
 		pollset_who(ps, n, PW_STREAM, k, 0);
 		n = acall_pollfd(&nd->query, ps->p + ps->n);
 		pollset_who(ps, n, PW_QUERY, k, 0);
 		calls += n > 0;
 		for (size_t u = 0; u <= nd->nacct; u++) {
-			if (u && pollset_room(ps, 3) < 0)
+			if (u && pollset_room(ps, 5) < 0)
 				return calls;
 			n = acall_pollfd(check_of(nd, u), ps->p + ps->n);
 			pollset_who(ps, n, PW_CHECK, k, (long long)u);
 			calls += n > 0;
+			if (u) {
+				n = stream_pollfd(&nd->acct[u - 1].watch, ps->p + ps->n);
+				pollset_who(ps, n, PW_STREAM, k, (long long)u);
+			}
 		}
 	}
 	for (size_t i = 0; i < d->nr; i++) {
@@ -72,7 +76,8 @@ void links_events(struct daemon *d, const struct pollset *ps, size_t from)
 			continue;
 		switch (w->kind) {
 		case PW_STREAM:
-			stream_events(d, w->node);
+			if ((size_t)w->job <= n->nacct)
+				stream_events(d, w->node, (size_t)w->job);
 			break;
 		case PW_QUERY:
 			if (acall_read(&n->query, &status))

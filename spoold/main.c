@@ -773,7 +773,9 @@ static void free_daemon(struct daemon *d)
 	for (size_t k = 0; k < d->nnodes; k++) {
 		struct node *n = &d->nodes[k];
 
-		stream_stop(d, n);
+		stream_stop(d, k, 0);
+		for (size_t u = 1; u <= n->nacct; u++)
+			stream_stop(d, k, u);
 		acall_free(&n->query);
 		acall_free(&n->check);
 		acct_free(n);
@@ -930,10 +932,10 @@ int main(int argc, char **argv)
 		once(&d, sigfd);
 		goto out;
 	}
-	/* A run_as: owner node has none (accts.c): its checks find the ends. */
+	/* A run_as: owner node's are its accounts' (accts.c), as needed. */
 	for (size_t k = 0; k < d.nnodes; k++)
 		if (!d.nodes[k].conf->run_as_owner)
-			stream_start(&d, &d.nodes[k]);
+			stream_start(&d, k, 0);
 	d.dirty = 1;
 	while (!quit) {
 		int n, timeout, mt;

@@ -235,8 +235,9 @@ static struct plan_in plan_input(struct daemon *d, long long now, struct plan_jo
 					       .reachable = n->reachable, .known = n->known,
 					       .fresh = is_fresh(n), .handoff = n->handoff,
 					       .drained = n->drained, .max_jobs = n->conf->max_jobs,
-					       .stage = n->watch_ready && n->watch_stage &&
-							!n->conf->slurm_partition,
+					       .stage = n->watch.ready && n->watch.stage &&
+							!n->conf->slurm_partition &&
+							!n->conf->run_as_owner,
 					       .barred = n->nacct >= nusers ? n->barred : NULL };
 	}
 	for (size_t i = 0; i < d->nr; i++)

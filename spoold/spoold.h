@@ -63,6 +63,25 @@ struct acall {
 	long long started, deadline;    /* mono ms */
 };
 
+/* An event stream (cardbaton-worker watch), stream.c: the node's own,
+ * or one account's. */
+struct wstream {
+	pid_t pid;                      /* 0: down */
+	int in, out;                    /* non-blocking */
+	struct sbuf buf;                /* read, not yet whole records */
+	struct sbuf wq;                 /* requests not yet written */
+	size_t woff;
+	int ready;                      /* its `ready` came */
+	int launch;                     /* ... saying it takes launch requests */
+	int stage;                      /* ... and staged attempts (`stage 1`: the baton) */
+	int failed;                     /* an `error` came before `ready` */
+	long long since;                /* mono ms of `ready` */
+	long long started;              /* mono ms */
+	long long deadline;             /* for `ready` */
+	long long retry_at;             /* down: start again then (0: not) */
+	long long backoff;
+};
+
 /* run_as: owner (accts.c): the node as one lab user's account. */
 enum acct_state {
 	ACCT_UNKNOWN,                   /* nothing answered through it yet */
@@ -78,6 +97,7 @@ struct acct {
 	int worker_seen;                /* the worker has answered through it */
 	struct acall check;             /* cardbaton-worker status of its attempts */
 	int probing;                    /* ... or `version`: does it take the key? */
+	struct wstream watch;           /* the event stream of its attempts (stream.c) */
 };
 
 struct node {
@@ -112,21 +132,7 @@ struct node {
 	/* calls in flight, read by the main loop (acall.c) */
 	struct acall query;             /* cardbaton-worker gpus */
 	struct acall check;             /* cardbaton-worker status ID... */
-	/* the live event stream (cardbaton-worker watch), stream.c */
-	pid_t watch_pid;                /* 0: down */
-	int watch_in, watch_out;        /* non-blocking */
-	struct sbuf watch_buf;          /* read, not yet whole records */
-	struct sbuf watch_wq;           /* requests not yet written */
-	size_t watch_woff;
-	int watch_ready;                /* its `ready` came */
-	int watch_launch;               /* ... saying it takes launch requests */
-	int watch_stage;                /* ... and staged attempts (`stage 1`: the baton) */
-	int watch_failed;               /* an `error` came before `ready` */
-	long long watch_since;          /* mono ms of `ready` */
-	long long watch_started;        /* mono ms */
-	long long watch_deadline;       /* for `ready` */
-	long long watch_retry_at;       /* down: start again then (0: not) */
-	long long watch_backoff;
+	struct wstream watch;           /* its event stream (not run_as: owner), stream.c */
 	int known;                      /* a GPU query has answered: gpus is its picture */
 	int drained, drain_ck;          /* SPOOL/drain/NAME (drain.h): nothing new here;
 					   its resumable jobs yield */
@@ -362,6 +368,9 @@ void r_unstaged(struct rent *e);
 struct acct *acct_get(struct daemon *d, struct node *n, size_t user);
 /* N's accounts (and BARRED) as many as d->tally's users: 0, or -1. */
 int acct_grow(struct daemon *d, struct node *n);
+/* Whose stream and account E's calls go through: its owner on a
+ * run_as: owner node (an owner of the lab's), else 0: the node's own. */
+size_t rent_link(const struct daemon *d, const struct rent *e);
 /* The conf a call about USER's attempts on N goes by, and *SEEN, its
  * flag that the worker has answered through it; NULL: out of memory. */
 const struct node_conf *acct_conf(struct daemon *d, struct node *n, size_t user, int **seen);
@@ -492,16 +501,20 @@ void cards_freed(struct daemon *d, struct node *n, const char *aid, int handoff)
 /* The UUID of card INDEX in N's snapshot, or NULL. */
 const char *card_uuid(const struct node *n, int index);
 
-/* stream.c: the node's event stream (the design is at its top) */
-void stream_start(struct daemon *d, struct node *n);
-void stream_stop(struct daemon *d, struct node *n);
-/* Send `request OP` + the record REC; -1 when N's stream cannot take
+/* stream.c: the nodes' event streams (the design is at its top) */
+/* The stream (K, USER) of node N: its own (USER 0), or the account's. */
+struct wstream *stream_of(struct node *n, size_t user);
+void stream_start(struct daemon *d, size_t k, size_t user);
+void stream_stop(struct daemon *d, size_t k, size_t user);
+/* Send `request OP` + the record REC; -1 when the stream cannot take
  * it now (then run the worker instead). */
-int stream_send(struct daemon *d, struct node *n, const char *op, const char *rec, size_t len);
-/* N's pipes to poll into P (at most 2); then stream_events for node K. */
-size_t stream_pollfd(const struct node *n, struct pollfd *p);
-void stream_events(struct daemon *d, size_t k);
-/* Start streams due, stop those past a deadline; *NEXT: the next due. */
+int stream_send(struct daemon *d, size_t k, size_t user, const char *op, const char *rec,
+		size_t len);
+/* WS's pipes to poll into P (at most 2); then stream_events for it. */
+size_t stream_pollfd(const struct wstream *ws, struct pollfd *p);
+void stream_events(struct daemon *d, size_t k, size_t user);
+/* Start streams due, stop those past a deadline or no longer wanted;
+ * *NEXT: the next due. */
 void stream_timers(struct daemon *d, long long now, long long *next);
 
 /* acall.c: node calls in flight, and every link's descriptors for the
@@ -511,7 +524,8 @@ struct pollwho {
 	int kind;
 	size_t node;
 	long long job;                  /* PW_LAUNCH, PW_PAUSE: looked up again;
-					   PW_CHECK: the account (check_of) */
+					   PW_CHECK, PW_STREAM: the account
+					   (check_of, stream_of; 0: the node's) */
 					/* PW_HOOK: node is the slot */
 };
 struct pollset {
