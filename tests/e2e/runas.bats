@@ -10,9 +10,12 @@
 # authorized the key has her jobs wait, named in status, gpus and the
 # node's view, while the others' run; `logs` reads a job's log through
 # the invoker's own ssh as the owner's account (77 for another member);
-# `cancel` reaches the owner's job; a kill -9 of the daemon during the
-# launches runs each job once, as its owner; lab.accounts maps a member
-# to an account of another name there.
+# `cancel` reaches the owner's job; a kill -9 of the daemon and ss -K
+# of the connections during the launches run each job once, as its
+# owner; lab.accounts maps a member to an account of another name there;
+# and one lease_dir keeps the lab's daemon (as two owners) and a
+# member's own controller off each other's cards, sharers counted
+# across all three.
 #
 # The host's sshd lets alice, bob, carol and dave in (AllowUsers) with
 # their own ~/.ssh/authorized_keys under their passwd homes
@@ -142,13 +145,15 @@ teardown() {
 	teardown_common
 }
 
-# runas_config FILE SSH_CONFIG: the lab's config with host1 as a
-# run_as: owner node (its lease_dir $LD) through SSH_CONFIG; carol's
-# account there is dave's (lab.accounts).  0640 root:GROUP.
+# runas_config FILE SSH_CONFIG [LINE]: the lab's config with host1 as a
+# run_as: owner node (its lease_dir $LD, and LINE of host1's) through
+# SSH_CONFIG; carol's account there is dave's (lab.accounts).  0640
+# root:GROUP.
 runas_config() {
 	{
 		printf 'spool: %s\nssh_command: [ssh, -F, %s]\n' "$LS" "$2"
 		printf 'nodes:\n  host1:\n    ssh: host1\n    run_as: owner\n    lease_dir: %s\n' "$LD"
+		[ -z "${3:-}" ] || printf '%s\n' "$3"
 		printf 'lab:\n  group: %s\n  admins: [%s]\n  accounts:\n    %s: %s\n' "$LAB_GROUP" "$UC" "$UC" "$UD"
 	} > "$1"
 	chown "root:$LAB_GROUP" "$1" && chmod 0640 "$1"
@@ -356,7 +361,7 @@ gone() {
 
 # ---- a crash during the launches --------------------------------------------------
 
-@test "kill -9 of the daemon during the launches of alice's and bob's jobs, then a restart: each job runs exactly once, as its owner" {
+@test "kill -9 of the daemon, then ss -K of every connection to the host, during the launches of alice's and bob's jobs: each job runs exactly once, as its owner" {
 	rdaemon
 	boot "$UA"
 	boot "$UB"
@@ -375,12 +380,21 @@ gone() {
 	DAEMON_PID=
 	rdaemon
 	for id in "${ids_a[@]}" "${ids_b[@]}"; do wait_for 40 '[ "$(state "$id")" = succeeded ]'; done
+	# Then three more of each, and their connections cut (both accounts'
+	# streams and calls) as they launch, three times over.
+	n0=$(grep -c "attempt .* on host1" "$T/daemon.log")
+	for i in 1 2 3; do
+		ids_a+=("$(lsub "$UA" --node host1 -- "${JOB[@]}")")
+		ids_b+=("$(lsub "$UB" --node host1 -- "${JOB[@]}")")
+	done
+	wait_for 20 '[ "$(grep -c "attempt .* on host1" "$T/daemon.log")" -gt "$n0" ]'
+	for i in 1 2 3; do host_cut 1; sleep 0.2; done
+	for id in "${ids_a[@]}" "${ids_b[@]}"; do wait_for 60 '[ "$(state "$id")" = succeeded ]'; done
 	# Each job once, in its owner's account, as its owner.
 	for u in "$UA" "$UB"; do
 		[ "$(awk '{ print $2 }' "$KD/home-$u/runs" | sort -u)" = "$u" ]
+		[ "$(wc -l < "$KD/home-$u/runs")" -eq 6 ]
 	done
-	[ "$(wc -l < "$KD/home-$UA/runs")" -eq 3 ]
-	[ "$(wc -l < "$KD/home-$UB/runs")" -eq 3 ]
 	sid=$(cat "$LS/id")
 	for id in "${ids_a[@]}"; do
 		[ "$(grep -c "^$sid-$id-[0-9]* $UA\$" "$KD/home-$UA/runs")" -eq 1 ]
@@ -449,4 +463,87 @@ gone() {
 	run --separate-stderr mem "$UA" cardbaton-logs --config "$LM" "$c"
 	failed 77 cardbaton-logs
 	[[ $stderr == "cardbaton-logs: host1: job $c ran as $UD there, and you have no SSH access as $UD ("* ]]
+}
+
+# ---- one lease_dir for the lab and a member's own controller -----------------
+
+# own_daemon [LINE]: carol's own single-user controller (as carol, in the
+# client namespace; log $T/own.log): its spool in her home here, host1
+# through her own ssh (as dave there) with the same lease_dir $LD (and
+# LINE of host1's); config $CC.
+own_daemon() {
+	CC=$L/home-$UC/own.yaml
+	{
+		printf 'spool: %s\nssh_command: [ssh, -F, %s]\n' "$L/home-$UC/spool" "$KD/ssh_config"
+		printf 'nodes:\n  host1:\n    ssh: host1\n    lease_dir: %s\n' "$LD"
+		[ -z "${1:-}" ] || printf '%s\n' "$1"
+	} > "$CC"
+	chown "$UC" "$CC"
+	local before
+	before=$(grep -c serving "$T/own.log" 2>/dev/null || true)
+	mem "$UC" cardbaton-spoold --config "$CC" >> "$T/own.log" 2>&1 &
+	wait_for 10 '[ "$(grep -c serving "$T/own.log")" -gt "${before:-0}" ]'
+}
+
+# iv_job: a job's argv that sleeps 0.2 s and appends "START END CARDS"
+# (ns; CUDA_VISIBLE_DEVICES) to ~/iv on the node.
+iv_job() {
+	IV=(sh -c 's=$(date +%s%N); sleep 0.2; echo "$s $(date +%s%N) $CUDA_VISIBLE_DEVICES" >> "$HOME/iv"')
+}
+
+# most_per_card FILE...: the most intervals ("START END CARD" lines)
+# that overlap at one instant on one card, over all the files.
+most_per_card() {
+	python3 -c '
+import collections, sys
+ev = collections.defaultdict(list)
+for f in sys.argv[1:]:
+    for line in open(f):
+        s, e, card = line.split()
+        ev[card] += [(int(s), 1), (int(e), -1)]
+most = 0
+for card, v in ev.items():
+    n = 0
+    for _, d in sorted(v):      # an end before a start at the same instant
+        n += d
+        most = max(most, n)
+print(most)' "$@"
+}
+
+# ivs N: N intervals in alice's, bob's and dave's ~/iv on the node.
+ivs() { [ "$(cat "$KD/home-$UA/iv" "$KD/home-$UB/iv" "$KD/home-$UD/iv" 2>/dev/null | wc -l)" -ge "$1" ]; }
+
+@test "one lease_dir on host1 for the lab's daemon (as alice and as bob) and carol's own controller (as dave): 30 exclusive jobs, never two on one card; with max_jobs_per_gpu 2, 24 sharers, never more than two on one" {
+	rdaemon
+	boot "$UA"
+	boot "$UB"
+	own_daemon
+	iv_job
+	lsub "$UA" --node host1 --gpu-count 1 --array 1-10 -- "${IV[@]}" > "$T/ids.a"
+	lsub "$UB" --node host1 --gpu-count 1 --array 1-10 -- "${IV[@]}" > "$T/ids.b"
+	mem "$UC" cardbaton-submit --config "$CC" --gpu-count 1 --array 1-10 -- "${IV[@]}" > "$T/ids.c"
+	wait_for 60 'ivs 30'
+	ivs=("$KD/home-$UA/iv" "$KD/home-$UB/iv" "$KD/home-$UD/iv")
+	for f in "${ivs[@]}"; do [ "$(wc -l < "$f")" -eq 10 ]; done
+	[ "$(most_per_card "${ivs[@]}")" = 1 ]
+	# The three controllers did meet on the cards.
+	[ "$(cat "${ivs[@]}" | awk '{ print $3 }' | sort -u | wc -l)" -ge 2 ]
+	# Every lease in the one lease_dir; none in an account's own state.
+	for u in "$UA" "$UB" "$UD"; do
+		[ -z "$(find "$(state_of "$u")/leases" -mindepth 1 2>/dev/null)" ]
+	done
+	[ -n "$(find "$LD" -maxdepth 1 -name 'GPU-*' -type f)" ]
+	# Sharing, counted across all three.
+	stop_daemon
+	pkill -u "$UC" -f "cardbaton-spoold --config"
+	wait_for 10 '! pgrep -u "$UC" -f "cardbaton-spoold --config" > /dev/null'
+	runas_config "$LC" "$KD/ssh_config.daemon" '    max_jobs_per_gpu: 2'
+	rdaemon
+	own_daemon '    max_jobs_per_gpu: 2'
+	rm -f "${ivs[@]}"
+	lsub "$UA" --node host1 --share --gpu-memory 20000 --array 1-8 -- "${IV[@]}" > /dev/null
+	lsub "$UB" --node host1 --share --gpu-memory 20000 --array 1-8 -- "${IV[@]}" > /dev/null
+	mem "$UC" cardbaton-submit --config "$CC" --share --gpu-memory 20000 --array 1-8 -- "${IV[@]}" > /dev/null
+	wait_for 60 'ivs 24'
+	[ "$(most_per_card "${ivs[@]}")" -le 2 ]
 }
