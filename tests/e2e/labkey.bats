@@ -66,17 +66,8 @@ Match User $UA,$UB
 }
 
 teardown_file() {
-	local u uid dirs=()
 	hosts_down
-	lab_names cbk
-	# ssh's connection-sharing sockets of these accounts (link/node.c).
-	for u in "$UA" "$UB"; do
-		uid=$(id -u "$u" 2>/dev/null) || continue
-		[ -d "/tmp/cardbaton-$uid" ] && [ "$(stat -c %u "/tmp/cardbaton-$uid")" = "$uid" ] &&
-			dirs+=("/tmp/cardbaton-$uid")
-	done
 	lab_accounts_down cbk
-	[ ${#dirs[@]} -eq 0 ] || rm -rf "${dirs[@]}"
 	case ${KD:-} in /tmp/cblabkey.*) rm -rf "$KD" ;; esac
 }
 

@@ -136,25 +136,6 @@ iv_job() {
 	IV=(sh -c 's=$(date +%s%N); sleep '"$2"'; echo "$s $(date +%s%N) $CUDA_VISIBLE_DEVICES" >> "$0"' "$1")
 }
 
-# most_per_card FILE...: the most intervals ("START END CARD" lines)
-# that overlap at one instant on one card, over all the files.
-most_per_card() {
-	python3 -c '
-import collections, sys
-ev = collections.defaultdict(list)
-for f in sys.argv[1:]:
-    for line in open(f):
-        s, e, card = line.split()
-        ev[card] += [(int(s), 1), (int(e), -1)]
-most = 0
-for card, v in ev.items():
-    n = 0
-    for _, d in sorted(v):      # an end before a start at the same instant
-        n += d
-        most = max(most, n)
-print(most)' "$@"
-}
-
 # cards_used FILE...: how many distinct cards the lines name.
 cards_used() { cat "$@" | awk '{ print $3 }' | sort -u | wc -l; }
 

@@ -89,17 +89,8 @@ Match User $UA,$UB,$UC,$UD
 }
 
 teardown_file() {
-	local u uid dirs=()
 	hosts_down
-	lab_names cbo
-	# ssh's connection-sharing sockets of these accounts (link/node.c).
-	for u in "$UA" "$UB" "$UC" "$UD"; do
-		uid=$(id -u "$u" 2>/dev/null) || continue
-		[ -d "/tmp/cardbaton-$uid" ] && [ "$(stat -c %u "/tmp/cardbaton-$uid")" = "$uid" ] &&
-			dirs+=("/tmp/cardbaton-$uid")
-	done
 	lab_accounts_down cbo
-	[ ${#dirs[@]} -eq 0 ] || rm -rf "${dirs[@]}"
 	case ${KD:-} in /tmp/cbrunas.*) rm -rf "$KD" ;; esac
 }
 
@@ -489,25 +480,6 @@ own_daemon() {
 # (ns; CUDA_VISIBLE_DEVICES) to ~/iv on the node.
 iv_job() {
 	IV=(sh -c 's=$(date +%s%N); sleep 0.2; echo "$s $(date +%s%N) $CUDA_VISIBLE_DEVICES" >> "$HOME/iv"')
-}
-
-# most_per_card FILE...: the most intervals ("START END CARD" lines)
-# that overlap at one instant on one card, over all the files.
-most_per_card() {
-	python3 -c '
-import collections, sys
-ev = collections.defaultdict(list)
-for f in sys.argv[1:]:
-    for line in open(f):
-        s, e, card = line.split()
-        ev[card] += [(int(s), 1), (int(e), -1)]
-most = 0
-for card, v in ev.items():
-    n = 0
-    for _, d in sorted(v):      # an end before a start at the same instant
-        n += d
-        most = max(most, n)
-print(most)' "$@"
 }
 
 # ivs N: N intervals in alice's, bob's and dave's ~/iv on the node.

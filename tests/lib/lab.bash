@@ -63,13 +63,17 @@ lab_accounts() {
 # lab_accounts_down PREFIX (teardown_file): every process of the
 # accounts killed, the accounts and the group removed.
 lab_accounts_down() {
-	local u uid p
+	local u uid p dirs=()
 	lab_names "$1"
 	for u in "$UA" "$UB" "$UC" "$UD"; do
 		uid=$(id -u "$u" 2>/dev/null) || continue
 		for p in $(ps -o pid= -U "$uid" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+		# ssh's connection-sharing sockets of the account (link/node.c).
+		[ -d "/tmp/cardbaton-$uid" ] && [ "$(stat -c %u "/tmp/cardbaton-$uid")" = "$uid" ] &&
+			dirs+=("/tmp/cardbaton-$uid")
 	done
 	for u in "$UA" "$UB" "$UC" "$UD"; do userdel -f "$u" >/dev/null 2>&1; done
+	[ ${#dirs[@]} -eq 0 ] || rm -rf "${dirs[@]}"
 	groupdel "$UD" >/dev/null 2>&1     # dave's own, where userdel left it
 	groupdel "$LAB_GROUP" >/dev/null 2>&1
 	return 0
@@ -254,4 +258,24 @@ lab_sum() {
 	local r
 	r=$(lab_rec "$1") || { echo "no record of job $1"; return 0; }
 	printf '%s %s\n' "$r" "$(sha256sum < "$r")"
+}
+
+# most_per_card FILE...: the most intervals ("START END CARD" lines, as
+# the jobs of leasedir.bats and runas.bats write them) that overlap at
+# one instant on one card, over all the files.
+most_per_card() {
+	python3 -c '
+import collections, sys
+ev = collections.defaultdict(list)
+for f in sys.argv[1:]:
+    for line in open(f):
+        s, e, card = line.split()
+        ev[card] += [(int(s), 1), (int(e), -1)]
+most = 0
+for card, v in ev.items():
+    n = 0
+    for _, d in sorted(v):      # an end before a start at the same instant
+        n += d
+        most = max(most, n)
+print(most)' "$@"
 }
