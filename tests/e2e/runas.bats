@@ -350,6 +350,45 @@ gone() {
 	not grep -q "job $a: .*refused" "$T/daemon.log"
 }
 
+# A cooperating job in POSIX sh (checkpoint.bats's): N steps, one line
+# each in LOG; at the pause file it saves its step and publishes the
+# checkpoint, exits 75; resumed, it goes on after the saved step.
+coop_script() {
+	cat <<-'SH'
+		n=$1 log=$2 i=0
+		if [ -n "${SSHGPU_CHECKPOINT:-}" ]; then i=$(cat "$SSHGPU_CHECKPOINT"); fi
+		while [ "$i" -lt "$n" ]; do
+			i=$((i + 1))
+			echo "step $i $(id -un)" >> "$log"
+			sleep 0.05
+			if [ -e "$SSHGPU_PAUSE_FILE" ]; then
+				echo "$i" > "$log.ck.tmp" && mv "$log.ck.tmp" "$log.ck"
+				printf '{"checkpoint": "%s"}\n' "$log.ck" > "$SSHGPU_CHECKPOINT_READY.tmp"
+				mv "$SSHGPU_CHECKPOINT_READY.tmp" "$SSHGPU_CHECKPOINT_READY"
+				exit 75
+			fi
+		done
+	SH
+}
+
+@test "pause and resume of alice's job on a run_as: owner node: asked as alice, it checkpoints in her account and is paused; resumed, it goes on as alice, its steps continuous" {
+	rdaemon
+	boot "$UA"
+	coop_script > "$KD/coop.sh"
+	chmod 0755 "$KD/coop.sh"
+	steps=$KD/home-$UA/steps
+	id=$(lsub "$UA" --node host1 --resume-command "sh $KD/coop.sh 60 $steps" -- sh "$KD/coop.sh" 60 "$steps")
+	wait_for 15 '[ "$(wc -l < "$steps" 2>/dev/null)" -ge 5 ]'
+	ltool "$UA" pause "$id"
+	wait_for 15 '[ "$(state "$id")" = paused ]'
+	[ "$(stat -c %U "$steps.ck")" = "$UA" ]
+	[ "$(stat -c %U "$(state_of "$UA")/attempts/$(aid "$id")/pause")" = "$UA" ]
+	ltool "$UA" resume "$id"
+	wait_for 20 '[ "$(state "$id")" = succeeded ]'
+	[ "$(cat "$steps")" = "$(seq 1 60 | sed "s/\$/ $UA/; s/^/step /")" ]
+	[ "$(stat -c %U "$(state_of "$UA")/attempts/$(aid "$id" 1)")" = "$UA" ]
+}
+
 # ---- a crash during the launches --------------------------------------------------
 
 @test "kill -9 of the daemon, then ss -K of every connection to the host, during the launches of alice's and bob's jobs: each job runs exactly once, as its owner" {
