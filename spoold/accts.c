@@ -81,7 +81,9 @@ struct acct *acct_get(struct daemon *d, struct node *n, size_t user)
 	errno = 0;
 	if (!n->conf->run_as_owner || !user || d->tally[user - 1].uid < 0)
 		return NULL;
-	if (!d->labkey || acct_grow(d, n) < 0)
+	/* Grown only for a user it has no room for: a pointer into
+	 * n->acct (a check, a stream) held by a caller stays good. */
+	if (!d->labkey || (user > n->nacct && acct_grow(d, n) < 0))
 		return errno = ENOMEM, NULL;
 	a = &n->acct[user - 1];
 	if (!a->used) {
@@ -116,7 +118,6 @@ static void acct_set(struct daemon *d, struct node *n, struct acct *a, enum acct
 	a->state = st;
 }
 
-
 int acct_answer(struct daemon *d, struct node *n, size_t user, int status, const struct sbuf *err)
 {
 	struct acct *a = acct_get(d, n, user);
@@ -127,11 +128,12 @@ int acct_answer(struct daemon *d, struct node *n, size_t user, int status, const
 
 	if (!a)
 		return 0;
+	name = d->tally[user - 1].name;
 	if (!(status == 255 && strstr(e, "Permission denied")) && !gate) {
 		/* Whatever answered past ssh was the worker (or its gate). */
 		if (status != 255 && status >= 0) {
 			if (a->why) {   /* refused before */
-				logmsg("node %s: %s: the lab's key is taken", node, a->conf.as_user);
+				logmsg("node %s: %s: the lab's key is taken", node, name);
 				free(a->why);
 				a->why = NULL;
 			}
@@ -141,7 +143,6 @@ int acct_answer(struct daemon *d, struct node *n, size_t user, int status, const
 		}
 		return 0;
 	}
-	name = d->tally[user - 1].name;
 	why = gate ? xasprintf("%s: the lab's key is refused on %s: %.*s", name, node,
 			       (int)strcspn(gate, "\n"), gate)
 		   : xasprintf("%s: not authorized on %s (cardbaton bootstrap --node %s --lab)", name,

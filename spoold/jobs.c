@@ -526,16 +526,6 @@ struct acall *check_of(struct node *n, size_t user)
 	return user ? &n->acct[user - 1].check : &n->check;
 }
 
-/* Whose account the calls about E go through: its owner's (made when
- * missing), 0 the node's own conf, or ACCT_NONE (out of memory: it is
- * not asked of this time). */
-static size_t link_user(struct daemon *d, const struct rent *e)
-{
-	if (acct_get(d, &d->nodes[e->node], e->user))
-		return e->user;
-	return errno ? ACCT_NONE : 0;
-}
-
 /* Ask NODE about every attempt the daemon believes runs there (run_as:
  * owner: each account about its own); the answers come to
  * reconcile_done. */
@@ -552,7 +542,7 @@ int reconcile_node(struct daemon *d, size_t node)
 		return -1;
 	for (size_t i = 0; i < d->nr; i++)
 		if (d->r[i].node == node)
-			link_user(d, &d->r[i]);         /* its account made */
+			acct_get(d, n, rent_link(d, &d->r[i]));        /* its account made */
 	for (size_t u = 0; u <= n->nacct && r == 0; u++) {
 		size_t k = 0;
 
@@ -560,7 +550,7 @@ int reconcile_node(struct daemon *d, size_t node)
 			continue;
 		args[k++] = "status";
 		for (size_t i = 0; i < d->nr; i++)
-			if (d->r[i].node == node && link_user(d, &d->r[i]) == u)
+			if (d->r[i].node == node && rent_link(d, &d->r[i]) == u)
 				args[k++] = d->r[i].aid;
 		args[k] = NULL;
 		r = k == 1 ? 0 : acall_start(d, n, u, check_of(n, u), args, NODE_QUERY_MS);

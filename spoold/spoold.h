@@ -364,7 +364,7 @@ void r_unstaged(struct rent *e);
 #define ACCT_NONE ((size_t)-1)  /* acct_query_user: no account to ask through */
 /* USER's account on N (made when missing), or NULL: N is not run_as:
  * owner, USER is 0 or owns nothing (errno 0), or out of memory (errno
- * ENOMEM). */
+ * ENOMEM).  n->acct is moved (acct_grow) only for a USER past its end. */
 struct acct *acct_get(struct daemon *d, struct node *n, size_t user);
 /* N's accounts (and BARRED) as many as d->tally's users: 0, or -1. */
 int acct_grow(struct daemon *d, struct node *n);

@@ -53,9 +53,9 @@ void stream_start(struct daemon *d, size_t k, size_t user)
 {
 	static const char *const args[] = { "watch", NULL };
 	struct node *n = &d->nodes[k];
-	struct wstream *ws = stream_of(n, user);
 	int *seen;
-	const struct node_conf *nc = acct_conf(d, n, user, &seen);
+	const struct node_conf *nc = acct_conf(d, n, user, &seen);    /* before stream_of */
+	struct wstream *ws = stream_of(n, user);
 	pid_t pid = nc ? worker_start(d, nc, args, 1, &ws->in, &ws->out, NULL) : -1;
 
 	ws->retry_at = 0;
@@ -193,14 +193,18 @@ static void stream_failed(struct daemon *d, size_t k, size_t user, const char *w
 static void stream_process(struct daemon *d, size_t k, size_t user)
 {
 	struct node *n = &d->nodes[k];
-	struct wstream *ws = stream_of(n, user);
+	struct wstream *ws;
 	size_t off = 0;
 
 	for (;;) {
 		struct wire_rec w = { 0 };
 		const char *why, *aid, *rq;
-		long used = wire_parse(ws->buf.s + off, ws->buf.len - off, &w, &why);
+		long used;
 		struct rent *e;
+
+		/* Again each time: what a record brings may move n->acct. */
+		ws = stream_of(n, user);
+		used = wire_parse(ws->buf.s + off, ws->buf.len - off, &w, &why);
 
 		if (used == 0) {
 			wire_free(&w);
@@ -237,7 +241,7 @@ static void stream_process(struct daemon *d, size_t k, size_t user)
 			apply_attempt(d, e, &w);
 		}
 		wire_free(&w);
-		if (ws->pid <= 0)
+		if ((ws = stream_of(n, user))->pid <= 0)
 			return;         /* stopped by what was applied */
 	}
 	memmove(ws->buf.s, ws->buf.s + off, ws->buf.len - off);
