@@ -181,7 +181,7 @@ SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stack
 #   1. the plain pass (unit tests, most suites) | a second lane of
 #      suites (the seeded fault run, the Slurm harness, daemon.bats,
 #      device.bats, ssh.bats, lab.bats, labsched.bats, report.bats,
-#      runas.bats),
+#      runas.bats, sharedfs.bats),
 #      then the fuzz smoke (niced);
 #   2. once both and the sanitizer build are done, under the
 #      sanitizers: the unit tests and the longest suites
@@ -199,14 +199,15 @@ SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stack
 # (tests/lib/scale.bash; AGENTS.md "Building and testing").
 BESIDE_E2E = tests/e2e/faults.bats tests/e2e/slurmharness.bats tests/e2e/daemon.bats \
 	     tests/e2e/device.bats tests/e2e/ssh.bats tests/e2e/lab.bats tests/e2e/labsched.bats \
-	     tests/e2e/report.bats tests/e2e/runas.bats
+	     tests/e2e/report.bats tests/e2e/runas.bats tests/e2e/sharedfs.bats
 SAN_MAIN_E2E = $(addprefix tests/e2e/,hostile.bats checkpoint.bats baton.bats \
 				      diskfull.bats examples.bats mcp.bats hooks.bats nvml.bats \
 				      drain.bats staged.bats statusidx.bats workflow.bats lab.bats \
 				      labsched.bats leasedir.bats)
 # ... and in the crash lane, once the walk is done (it ends well before
 # the plain pass and its beside lane do), under the sanitizers too:
-SAN_AFTER_WALK_E2E = tests/e2e/ssh.bats tests/e2e/daemon.bats tests/e2e/runas.bats
+SAN_AFTER_WALK_E2E = tests/e2e/ssh.bats tests/e2e/daemon.bats tests/e2e/runas.bats \
+		     tests/e2e/sharedfs.bats
 
 test check:
 	tests/install-deps

@@ -204,6 +204,56 @@ static int parse_slurm(const struct yx_ctx *c, const struct yx_node *v,
 	return 0;
 }
 
+/* A shared_fs PATH: absolute, of plain parts (no "." or "..", no empty
+ * one, no control character), no trailing '/' but for "/" itself. */
+static const char *fs_path_problem(const char *s)
+{
+	if (s[0] != '/')
+		return "must be an absolute path";
+	for (const char *q = s; *q; q++)
+		if ((unsigned char)*q < 0x20 || *q == 0x7f)
+			return "must not hold control characters";
+	for (const char *q = s + 1; *q;) {
+		size_t n = strcspn(q, "/");
+
+		if (n == 0 || (n == 1 && q[0] == '.') || (n == 2 && q[0] == '.' && q[1] == '.'))
+			return "must have no empty, \".\" or \"..\" part, nor a trailing '/'";
+		q += n + (q[n] == '/');
+		if (q[-1] == '/' && !*q)
+			return "must have no empty, \".\" or \"..\" part, nor a trailing '/'";
+	}
+	return NULL;
+}
+
+/* shared_fs: {NAME: PATH, ...}, NAME as a node's name. */
+static int parse_shared_fs(const struct yx_ctx *c, const struct yx_node *v,
+			   const struct yx_path *p, struct node_conf *nc)
+{
+	const char *why;
+
+	if (yx_map(c, v, p))
+		return -1;
+	if (!(nc->shared_fs = calloc(v->n / 2 + 1, sizeof *nc->shared_fs)))
+		return oom(c->err, c->fname);
+	for (size_t i = 0; i < v->n; i += 2) {
+		const struct yx_node *k = &v->kids[i];
+		struct yx_path kp = { p, k->s, -1 };
+		struct shared_fs *f = &nc->shared_fs[nc->nshared_fs];
+
+		if ((why = yx_node_name_problem(k->s)))
+			return yx_fail(c, k, &kp, "%s", !strncmp(why, "must be a node name", 19) ?
+				       "must be a filesystem name (1 to 64 of A-Z a-z 0-9 . _ -)" : why);
+		if (!(f->name = strdup(k->s)))
+			return oom(c->err, c->fname);
+		nc->nshared_fs++;
+		if (set_str(c, &v->kids[i + 1], &kp, &f->path))
+			return -1;
+		if ((why = fs_path_problem(f->path)))
+			return yx_fail(c, &v->kids[i + 1], &kp, "%s", why);
+	}
+	return 0;
+}
+
 static int parse_node(const struct yx_ctx *c, const struct yx_node *k,
 		      const struct yx_node *v, const struct yx_path *np,
 		      struct node_conf *nc)
@@ -244,6 +294,8 @@ static int parse_node(const struct yx_ctx *c, const struct yx_node *k,
 			for (const char *s = nc->lease_dir; r == 0 && s && *s; s++)
 				if ((unsigned char)*s < 0x20 || *s == 0x7f)
 					r = yx_fail(c, vv, &p, "must not hold control characters");
+		} else if (!strcmp(key, "shared_fs")) {
+			r = parse_shared_fs(c, vv, &p, nc);
 		} else if (!strcmp(key, "run_as")) {
 			const char *how;
 
@@ -833,10 +885,81 @@ void config_free(struct config *c)
 		free(n->gpus);
 		free(n->public_key);
 		free(n->lease_dir);
+		for (size_t f = 0; f < n->nshared_fs; f++) {
+			free(n->shared_fs[f].name);
+			free(n->shared_fs[f].path);
+		}
+		free(n->shared_fs);
 		free(n->slurm_partition);
 		yx_strv_free(n->sbatch_args, n->nsbatch_args);
 	}
 	free(c->nodes);
 	lab_conf_free(c->lab);
 	memset(c, 0, sizeof *c);
+}
+
+/* ---- shared filesystems (shared_fs) -------------------------------------- */
+
+/* The length of MOUNT's prefix of PATH ending at a '/' (or PATH's end),
+ * or 0 when it is none. */
+static size_t under(const char *mount, const char *path)
+{
+	size_t n = strlen(mount);
+
+	if (!strcmp(mount, "/"))
+		return 1;
+	return !strncmp(mount, path, n) && (path[n] == '/' || !path[n]) ? n : 0;
+}
+
+const char *shared_fs_of(const struct node_conf *from, const char *path)
+{
+	const struct shared_fs *best = NULL;
+	size_t most = 0;
+
+	if (!path || fs_path_problem(path))
+		return NULL;
+	for (size_t i = 0; i < from->nshared_fs; i++) {
+		size_t n = under(from->shared_fs[i].path, path);
+
+		if (n > most) {
+			most = n;
+			best = &from->shared_fs[i];
+		}
+	}
+	return best ? best->name : NULL;
+}
+
+int shared_fs_mounts(const struct node_conf *nc, const char *name)
+{
+	for (size_t i = 0; name && i < nc->nshared_fs; i++)
+		if (!strcmp(nc->shared_fs[i].name, name))
+			return 1;
+	return 0;
+}
+
+int shared_fs_path(const struct node_conf *from, const struct node_conf *to, const char *path,
+		   char **out, const char **fs)
+{
+	const char *name, *rel = NULL, *mount = NULL;
+
+	*out = NULL;
+	*fs = NULL;
+	if (from == to || !strcmp(from->name, to->name))
+		return (*out = strdup(path)) ? 0 : -1;
+	if (!(name = shared_fs_of(from, path)))
+		return 1;
+	for (size_t i = 0; i < from->nshared_fs; i++)
+		if (!strcmp(from->shared_fs[i].name, name))
+			rel = path + under(from->shared_fs[i].path, path);
+	for (size_t i = 0; i < to->nshared_fs; i++)
+		if (!strcmp(to->shared_fs[i].name, name))
+			mount = to->shared_fs[i].path;
+	if (!mount || !rel)
+		return 1;
+	/* REL is what follows the mount, without its '/'. */
+	rel += *rel == '/';
+	if (!(*out = xasprintf("%s%s%s", mount, *rel && strcmp(mount, "/") ? "/" : "", rel)))
+		return -1;
+	*fs = name;
+	return 0;
 }

@@ -37,6 +37,13 @@ struct node_conf {
 	 * shared by every account and controller naming it (LAYOUT.md
 	 * section 8), instead of remote_state_dir/leases; NULL: there */
 	char *lease_dir;
+	/* shared_fs: {NAME: PATH, ...}: the filesystem NAME is mounted at
+	 * PATH here (absolute, no "." or ".." parts, no trailing "/"): a
+	 * checkpoint under it may resume on any node mounting NAME (SPEC §9) */
+	struct shared_fs {
+		char *name, *path;
+	} *shared_fs;
+	size_t nshared_fs;
 	/* run_as: owner (SPEC §12; needs lab:, and lease_dir unless a
 	 * Slurm node): each job runs as its owner's account there, reached
 	 * with the lab's key through the gate; 0: as the daemon's account */
@@ -57,6 +64,22 @@ struct node_conf {
 	size_t nsbatch_args;
 	long long max_jobs;     /* our jobs in Slurm at once at most; 0: no limit */
 };
+
+/*
+ * A checkpoint at PATH on node FROM, as node TO sees it: FROM's
+ * shared_fs mount holding PATH (the longest whose PATH is a prefix of it
+ * at a '/'), and TO's mount of the same NAME, PATH's rest after it.
+ * malloc'd into *OUT (FROM == TO: PATH itself), *FS its NAME (NULL when
+ * FROM == TO); 0, 1 when TO cannot see it (PATH under no mount of
+ * FROM's, not an absolute path of plain parts, or TO does not mount that
+ * NAME), -1 out of memory.
+ */
+int shared_fs_path(const struct node_conf *from, const struct node_conf *to, const char *path,
+		   char **out, const char **fs);
+/* The shared_fs NAME of FROM's that holds PATH (as above), or NULL. */
+const char *shared_fs_of(const struct node_conf *from, const char *path);
+/* Does NC mount the filesystem NAME? */
+int shared_fs_mounts(const struct node_conf *nc, const char *name);
 
 struct config {
 	char *path;             /* file it came from; NULL = embedded default */

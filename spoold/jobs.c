@@ -33,8 +33,8 @@ static int send_launch(struct daemon *d, struct rent *e);
 
 /* ---- launching --------------------------------------------------------- */
 
-static int spec_add_job(struct wire_rec *w, const struct job *j, const struct attempt *a,
-			const struct node *n)
+static int spec_add_job(const struct config *cfg, struct wire_rec *w, const struct job *j,
+			const struct attempt *a, const struct node *n)
 {
 	const struct node_conf *nc = n->conf;
 	size_t known = 0;
@@ -49,8 +49,20 @@ static int spec_add_job(struct wire_rec *w, const struct job *j, const struct at
 		r |= wire_add(w, "arg", argv[i]);
 	if (!argv)
 		r |= wire_add(w, "shell", resume ? def->resume_command : def->shell);
-	if (resume)
-		r |= wire_add(w, "checkpoint", j->checkpoint);
+	/* A checkpoint of another node's, on a filesystem both mount: its
+	 * path as this node sees it, checked there (checkpoint_on). */
+	if (resume) {
+		const struct node_conf *from = j->checkpoint_node ? config_node(cfg, j->checkpoint_node) : NULL;
+		const char *fs = NULL;
+		char *path = NULL;
+
+		if (from && shared_fs_path(from, nc, j->checkpoint, &path, &fs) < 0)
+			return -1;
+		r |= wire_add(w, "checkpoint", path ? path : j->checkpoint);
+		if (fs)
+			r |= wire_add(w, "checkpoint_on", nc->name);
+		free(path);
+	}
 	/* On a Slurm node the checkpoint is on the host the job last ran
 	 * on: the resume goes there (sbatch --nodelist). */
 	for (size_t i = j->natt; resume && nc->slurm_partition && i-- > 0;)
@@ -393,7 +405,7 @@ static int send_launch(struct daemon *d, struct rent *e)
 		return 0;
 	if (load_running(d, e->id, &j, &name) < 0)
 		return -1;
-	if (spec_add_job(&spec, &j, job_last_attempt(&j), n) < 0 ||
+	if (spec_add_job(&d->cfg, &spec, &j, job_last_attempt(&j), n) < 0 ||
 	    (len = wire_format(&spec, &text)) < 0) {
 		logmsg("job %lld: out of memory", e->id);
 	} else if (ws && stream_send(d, e->node, user, "launch", text, (size_t)len) == 0) {
@@ -413,10 +425,13 @@ static int send_launch(struct daemon *d, struct rent *e)
 
 int launch_answered(struct daemon *d, struct rent *e, struct node_reply *rep)
 {
+	static const char CK_UNSEEN[] = "checkpoint not visible on ";
 	struct node *n = &d->nodes[e->node];
 	struct wire_rec w = { 0 };
+	struct qent *q;
 	const char *why;
-	int r = 0;
+	long long id;
+	int r = 0, moved;
 
 	CRASH_POINT("launch: node answered", NULL);
 	/* Its owner's account refused the lab's key (run_as: owner): ssh
@@ -447,7 +462,13 @@ int launch_answered(struct daemon *d, struct rent *e, struct node_reply *rep)
 		if (!why || !*why)
 			why = *rep->err ? rep->err : "cards busy at launch";
 		logmsg("job %lld: not started on %s: %s", e->id, n->conf->name, why);
-		r = job_step(d, e->id, EV_BUSY, &(struct ev_arg){ .why = why, .aid = e->aid });
+		id = e->id;
+		moved = !strncmp(why, CK_UNSEEN, sizeof CK_UNSEEN - 1);
+		r = job_step(d, id, EV_BUSY, &(struct ev_arg){ .why = why, .aid = e->aid });
+		/* Its checkpoint is not where that node mounts it: the
+		 * node is left out for this job (shared_fs, SPEC §9). */
+		if (moved && (q = q_find(d, id)) && qent_away(q, n->conf->name) < 0)
+			logmsg("job %lld: out of memory", id);
 		break;
 	case EX_DATAERR_:       /* the worker refused the spec: final */
 		node_ok(d, e->node);

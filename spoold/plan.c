@@ -52,6 +52,11 @@ static int may_use(const struct plan_job *j, const struct plan_node *n)
 {
 	if (n->conf->slurm_partition && (j->ngpus || j->mem || j->share))
 		return 0;
+	if (j->fs && !shared_fs_mounts(n->conf, j->fs))
+		return 0;
+	for (size_t i = 0; i < j->naway; i++)
+		if (!strcmp(j->away[i], n->conf->name))
+			return 0;
 	return !j->node || !strcmp(j->node, n->conf->name);
 }
 
@@ -453,18 +458,25 @@ oom:
 
 /* The first node, in config order, that takes job J now (its cards
  * written by fits()), or in->nnodes. */
+static int takes(const struct pass *p, const struct plan_job *j, size_t k)
+{
+	const struct plan_node *n = &p->in->nodes[k];
+
+	if (!may_use(j, n) || !open_node(j, n) || !room(p, k))
+		return 0;
+	return j->need == 0 || (usable(n) && fits(p, j, k, p->out->cards + p->out->ncards, NULL));
+}
+
 static size_t node_for(const struct pass *p, const struct plan_job *j)
 {
 	size_t k;
 
-	for (k = 0; k < p->in->nnodes; k++) {
-		const struct plan_node *n = &p->in->nodes[k];
-
-		if (!may_use(j, n) || !open_node(j, n) || !room(p, k))
-			continue;
-		if (j->need == 0 || (usable(n) && fits(p, j, k, p->out->cards + p->out->ncards, NULL)))
-			break;
-	}
+	/* Its checkpoint's own node first (shared_fs). */
+	for (k = 0; j->prefer && k < p->in->nnodes; k++)
+		if (!strcmp(p->in->nodes[k].conf->name, j->prefer) && takes(p, j, k))
+			return k;
+	for (k = 0; k < p->in->nnodes && !takes(p, j, k); k++)
+		;
 	return k;
 }
 

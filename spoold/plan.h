@@ -22,6 +22,10 @@
  *     due), nor a job of an array whose limit is reached: as many of
  *     its jobs run as its `max_running`, counting those this pass
  *     places.
+ *   - A job whose checkpoint is on a shared filesystem (`fs`) may use
+ *     only the nodes that mount it and none of `away`, and goes to
+ *     `prefer` (the node that wrote it) when that takes it now, before
+ *     the others in config order.
  *   - A job may use every node, or only the one it names (`node`);
  *     never a drained one (nothing is placed there, nothing held), nor
  *     one that bars its owner (`barred`: as if it were unreachable to
@@ -156,6 +160,12 @@ struct plan_job {
 	const int *gpus;        /* pinned indices (distinct; NGPUS = NEED), or NULL */
 	size_t ngpus;
 	const char *node;       /* the only node it may use, or NULL */
+	/* Its checkpoint on the shared filesystem FS (shared_fs): only the
+	 * nodes that mount it, PREFER (its own node) first, none of AWAY
+	 * (they could not see it); FS NULL: none of this */
+	const char *fs, *prefer;
+	const char *const *away;
+	size_t naway;
 	int never_noted;        /* its "can never fit" reason is on disk */
 	int held;               /* `hold`: not placed until released */
 	int blocked;            /* a dependency has not ended as it must */

@@ -158,10 +158,17 @@ int q_reposition(struct daemon *d, struct qent *e)
 struct qent *qent_from_job(struct daemon *d, const struct job *j, const char *name)
 {
 	struct qent *e = calloc(1, sizeof *e);
-	const char *node = j->checkpoint_node ? j->checkpoint_node : j->def.node;
+	const struct node_conf *ck = j->checkpoint && j->checkpoint_node ?
+				     config_node(&d->cfg, j->checkpoint_node) : NULL;
+	/* A checkpoint on a filesystem other nodes mount too (shared_fs):
+	 * any of them, its own node first; else its own node alone. */
+	const char *fs = ck && !j->def.node && !ck->slurm_partition ? shared_fs_of(ck, j->checkpoint) : NULL;
+	const char *node = fs ? NULL : j->checkpoint_node ? j->checkpoint_node : j->def.node;
 
 	if (!e)
 		return NULL;
+	e->fs = fs;
+	e->prefer = fs ? ck->name : NULL;
 	e->id = j->id;
 	e->prio = j->priority;
 	e->queued_at = j->queued_at;
@@ -207,7 +214,26 @@ void qent_free(struct qent *e)
 	free(e->after);
 	free(e->after_any);
 	free(e->links);
+	for (size_t i = 0; i < e->naway; i++)
+		free(e->away[i]);
+	free(e->away);
 	free(e);
+}
+
+int qent_away(struct qent *e, const char *node)
+{
+	char **v;
+
+	for (size_t i = 0; i < e->naway; i++)
+		if (!strcmp(e->away[i], node))
+			return 0;
+	if (!(v = realloc(e->away, (e->naway + 1) * sizeof *v)))
+		return -1;
+	e->away = v;
+	if (!(v[e->naway] = strdup(node)))
+		return -1;
+	e->naway++;
+	return 0;
 }
 
 struct rent *r_find(struct daemon *d, long long id)

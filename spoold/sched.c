@@ -88,7 +88,9 @@ static struct plan_job plan_job_of(const struct qent *e)
 	return (struct plan_job){ .id = e->id, .prio = e->prio, .need = e->need, .mem = e->mem,
 				  .share = e->share, .queued_at = e->queued_at, .gpus = e->gpus,
 				  .ngpus = e->ngpus, .node = e->node, .never_noted = e->never_noted,
-				  .held = e->held, .blocked = e->blocked, .begin = e->begin };
+				  .held = e->held, .blocked = e->blocked, .begin = e->begin,
+				  .fs = e->fs, .prefer = e->prefer,
+				  .away = (const char *const *)e->away, .naway = e->naway };
 }
 
 /* The running jobs (preemption, the baton) into V[0..d->nr); a staged

@@ -149,6 +149,12 @@ struct qent {
 	int *gpus;                      /* pinned indices, or NULL */
 	size_t ngpus;
 	char *node;                     /* pinned (or checkpoint) node, or NULL */
+	/* its checkpoint on a shared filesystem (shared_fs, the config's
+	 * strings): any node mounting FS may resume it, PREFER first; AWAY,
+	 * the nodes that could not see it (left out, this daemon's run) */
+	const char *fs, *prefer;
+	char **away;
+	size_t naway;
 	int never_noted;                /* its "can never fit" reason is on disk */
 	int full_noted;                 /* ... or that the card it could share is full */
 	int held;                       /* `hold` */
@@ -345,6 +351,8 @@ void q_remove(struct daemon *d, struct qent *e);
 struct qent *q_find(const struct daemon *d, long long id);
 int q_reposition(struct daemon *d, struct qent *e);
 struct qent *qent_from_job(struct daemon *d, const struct job *j, const char *name);
+/* NODE is left out for E (its checkpoint not visible there).  0, or -1. */
+int qent_away(struct qent *e, const char *node);
 void qent_free(struct qent *e);
 struct rent *r_find(struct daemon *d, long long id);
 struct rent *r_find_aid(struct daemon *d, const char *aid);

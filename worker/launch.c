@@ -177,6 +177,30 @@ static int hand_over(struct launch *l, struct wire_rec *ans)
 	return 0;
 }
 
+/* A checkpoint moved here (checkpoint_on: another node's on a shared
+ * filesystem, its path as this node mounts it) must be there, and be
+ * what that path names, through no symbolic link: else *BUSY (malloc'd)
+ * says why, and nothing runs from a wrong checkpoint.  0, or -1 (out
+ * of memory). */
+static int checkpoint_unseen(const struct spec *sp, char **busy)
+{
+	struct stat st;
+	char *real = NULL;
+	const char *why = NULL;
+
+	if (!sp->checkpoint_on)
+		return 0;
+	if (lstat(sp->checkpoint, &st) < 0 || !(real = realpath(sp->checkpoint, NULL)))
+		why = strerror(errno);
+	else if (strcmp(real, sp->checkpoint))
+		why = "reached through a symbolic link";
+	free(real);
+	if (why && !(*busy = xasprintf("checkpoint not visible on %s: %s (%s)", sp->checkpoint_on,
+				       sp->checkpoint, why)))
+		return -1;
+	return 0;
+}
+
 /* Steps 2 (the lock is held) to 6. */
 static int start(struct launch *l, struct wire_rec *ans)
 {
@@ -219,7 +243,16 @@ static int start(struct launch *l, struct wire_rec *ans)
 		return rc;
 	}
 
-	/* Steps 3-5: the cards' UUIDs, their leases, then the check. */
+	/* A moved checkpoint first (busy, no trace, when not seen); then
+	 * steps 3-5: the cards' UUIDs, their leases, the check. */
+	if (checkpoint_unseen(sp, &busy) < 0) {
+		rc = wk_errsys(EX_OSERR_, "out of memory");
+		goto undo;
+	}
+	if (busy) {
+		rc = EX_TEMPFAIL_;
+		goto undo;
+	}
 	if ((rc = lease_cards(l, &busy)) != 0)
 		goto undo;
 	if (sp->ngpu)

@@ -55,6 +55,10 @@ struct spec {
 	long long max_share;    /* sharing: at most this many sharers on a card
 				   (the node's max_jobs_per_gpu; default 1) */
 	const char *checkpoint;
+	/* A checkpoint moved here (another node's, on a shared_fs as this
+	 * node mounts it): this node's name, for the reason when it cannot
+	 * be seen here; NULL: its own node's */
+	const char *checkpoint_on;
 	const char *nodelist;   /* Slurm: the host to run on (a resume), or NULL */
 	const char **after;     /* a staged launch: the attempts whose end starts
 				   it (LAYOUT.md section 8, the baton), into rec */

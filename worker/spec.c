@@ -43,7 +43,7 @@ int spec_check(struct spec *sp, char **why)
 	struct wire_rec *r = &sp->rec;
 	static const char *const once[] = {
 		"attempt", "shell", "cwd", "idle_mib", "timeout", "grace",
-		"resumable", "checkpoint", "nodelist",
+		"resumable", "checkpoint", "checkpoint_on", "nodelist",
 	};
 	size_t i, j, na = 0, ne = 0, ng = 0, nu = 0, nw = 0;
 	long long v;
@@ -83,6 +83,11 @@ int spec_check(struct spec *sp, char **why)
 	}
 	sp->cwd = wire_get(r, "cwd");
 	sp->checkpoint = wire_get(r, "checkpoint");
+	sp->checkpoint_on = wire_get(r, "checkpoint_on");
+	if (sp->checkpoint_on && (!sp->checkpoint || sp->checkpoint[0] != '/')) {
+		*why = xasprintf("checkpoint_on needs an absolute checkpoint");
+		return -1;
+	}
 	sp->nodelist = wire_get(r, "nodelist");
 	if (sp->nodelist && !wk_host_ok(sp->nodelist, strlen(sp->nodelist))) {
 		*why = xasprintf("nodelist must be a host name ([A-Za-z0-9._-], not starting with "

@@ -844,6 +844,62 @@ static void test_run_as(void)
 		  "config.yaml:1: lab.accounts: must be a mapping");
 }
 
+/* shared_fs (issue 35): parsed, and a checkpoint's path as another
+ * node sees it. */
+static void test_shared_fs(void)
+{
+	struct config c;
+	char *out;
+	const char *fs;
+
+	CHECK(parse_in("nodes:\n  a: {ssh: a, shared_fs: {lab: /mnt/lab, scratch: /scratch}}\n"
+		       "  b: {ssh: b, shared_fs: {lab: /nfs/lab-data}}\n  c: {ssh: c}\n"
+		       "  r: {ssh: r, shared_fs: {lab: /}}\n", "/etc/cb", &c) == 0);
+	CHECK(c.nodes[0].nshared_fs == 2 && c.nodes[2].nshared_fs == 0);
+	CHECK_STR(c.nodes[0].shared_fs[0].name, "lab");
+	CHECK_STR(c.nodes[0].shared_fs[0].path, "/mnt/lab");
+	CHECK_STR(shared_fs_of(&c.nodes[0], "/mnt/lab/run1/ck.pt"), "lab");
+	CHECK(shared_fs_of(&c.nodes[0], "/mnt/labx/ck.pt") == NULL);
+	CHECK(shared_fs_of(&c.nodes[0], "/mnt/lab/../etc/ck") == NULL);
+	CHECK(shared_fs_of(&c.nodes[0], "/mnt/lab/./ck") == NULL);
+	CHECK(shared_fs_of(&c.nodes[0], "mnt/lab/ck") == NULL);
+	CHECK(shared_fs_mounts(&c.nodes[1], "lab") && !shared_fs_mounts(&c.nodes[1], "scratch"));
+	CHECK(shared_fs_path(&c.nodes[0], &c.nodes[1], "/mnt/lab/run1/ck.pt", &out, &fs) == 0);
+	CHECK_STR(out, "/nfs/lab-data/run1/ck.pt");
+	CHECK_STR(fs, "lab");
+	free(out);
+	CHECK(shared_fs_path(&c.nodes[0], &c.nodes[1], "/mnt/lab", &out, &fs) == 0);
+	CHECK_STR(out, "/nfs/lab-data");
+	free(out);
+	CHECK(shared_fs_path(&c.nodes[0], &c.nodes[3], "/mnt/lab/x", &out, &fs) == 0);
+	CHECK_STR(out, "/x");
+	free(out);
+	CHECK(shared_fs_path(&c.nodes[3], &c.nodes[0], "/x/y", &out, &fs) == 0);
+	CHECK_STR(out, "/mnt/lab/x/y");
+	free(out);
+	/* Not shared with b, not under a mount, or b has no such one. */
+	CHECK(shared_fs_path(&c.nodes[0], &c.nodes[1], "/scratch/ck", &out, &fs) == 1 && !out);
+	CHECK(shared_fs_path(&c.nodes[0], &c.nodes[1], "/home/u/ck", &out, &fs) == 1);
+	CHECK(shared_fs_path(&c.nodes[0], &c.nodes[2], "/mnt/lab/ck", &out, &fs) == 1);
+	/* Its own node: the path itself. */
+	CHECK(shared_fs_path(&c.nodes[2], &c.nodes[2], "/home/u/ck", &out, &fs) == 0 && !fs);
+	CHECK_STR(out, "/home/u/ck");
+	free(out);
+	config_free(&c);
+	CHECK_STR(bad("nodes: {a: {ssh: a, shared_fs: {lab: mnt}}}\n"),
+		  "config.yaml:1: nodes.a.shared_fs.lab: must be an absolute path");
+	CHECK_STR(bad("nodes: {a: {ssh: a, shared_fs: {lab: /mnt/}}}\n"),
+		  "config.yaml:1: nodes.a.shared_fs.lab: must have no empty, \".\" or \"..\" part, nor a trailing '/'");
+	CHECK_STR(bad("nodes: {a: {ssh: a, shared_fs: {lab: /mnt/../x}}}\n"),
+		  "config.yaml:1: nodes.a.shared_fs.lab: must have no empty, \".\" or \"..\" part, nor a trailing '/'");
+	CHECK_STR(bad("nodes: {a: {ssh: a, shared_fs: {lab: \"/m\\tx\"}}}\n"),
+		  "config.yaml:1: nodes.a.shared_fs.lab: must not hold control characters");
+	CHECK_STR(bad("nodes: {a: {ssh: a, shared_fs: {\"l b\": /m}}}\n"),
+		  "config.yaml:1: nodes.a.shared_fs.l b: must be a filesystem name (1 to 64 of A-Z a-z 0-9 . _ -)");
+	CHECK_STR(bad("nodes: {a: {ssh: a, shared_fs: [/m]}}\n"),
+		  "config.yaml:1: nodes.a.shared_fs: must be a mapping");
+}
+
 int main(void)
 {
 	test_example();
@@ -856,6 +912,7 @@ int main(void)
 	test_slurm();
 	test_lease_dir();
 	test_run_as();
+	test_shared_fs();
 	cb_err_free(&e);
 	return T_DONE();
 }

@@ -976,6 +976,39 @@ static void test_barred(void)
 	gpu[0][0].lease = NULL;
 }
 
+/* A checkpoint on a shared filesystem (shared_fs, issue 35): its own
+ * node first when it takes the job, else another node mounting the
+ * filesystem, never one that does not, nor one that could not see it. */
+static void test_shared_fs(void)
+{
+	struct shared_fs lab_a = { "lab", "/mnt/lab" }, lab_c = { "lab", "/nfs/lab" };
+	const char *away_c[] = { "c" };
+
+	/* a and c mount lab, b does not; the checkpoint is c's. */
+	setup(3, 1, "");
+	conf[0].shared_fs = &lab_a;
+	conf[0].nshared_fs = 1;
+	conf[2].shared_fs = &lab_c;
+	conf[2].nshared_fs = 1;
+	add(1);
+	job[0].fs = "lab";
+	job[0].prefer = "c";
+	PLAN(NOW, "1@c:0", "");
+	/* c busy: a, not b (config order would give b after a anyway: a is
+	 * first; with a busy too it waits, never b). */
+	gpu[2][0].procs = 1;
+	PLAN(NOW, "1@a:0", "");
+	gpu[0][0].procs = 1;
+	PLAN(NOW, "", "");
+	/* c could not see it: left out, even when free. */
+	gpu[0][0].procs = gpu[2][0].procs = 0;
+	job[0].away = away_c;
+	job[0].naway = 1;
+	PLAN(NOW, "1@a:0", "");
+	conf[0].shared_fs = conf[2].shared_fs = NULL;
+	conf[0].nshared_fs = conf[2].nshared_fs = 0;
+}
+
 /* The fair share's order: priority first; among equal priorities the
  * owner with the least effective usage, then the earlier job; FIFO
  * within an owner; one user (or all equal): the order given. */
@@ -1506,6 +1539,7 @@ int main(void)
 	test_share_cap();
 	test_user_limit();
 	test_barred();
+	test_shared_fs();
 	test_fair_order();
 	test_fair_order_random();
 	test_slurm();
