@@ -1240,6 +1240,31 @@ ssh: h|lab: {group: $(id -gn), accounts: {alice: "a\\nb"}}|5|lab.accounts.alice:
 CASES
 }
 
+@test "a shared_fs that is not a mapping, a bad filesystem name, a path not absolute, with . or .. or a trailing /, or a control character is 78 for the daemon and the tools, naming file:line: key; a worker spec's checkpoint_on without an absolute checkpoint is refused" {
+	while IFS='|' read -r v where why; do
+		printf 'spool: ./spool\nnodes:\n  n:\n    ssh: h\n    shared_fs: %s\n' "$v" > "$C"
+		for tool in spoold status submit gpus; do
+			args=(); [ "$tool" = submit ] && args=(-- true); [ "$tool" = spoold ] && args=(--once)
+			run --separate-stderr "cardbaton-$tool" --config "$C" "${args[@]}"
+			failed 78 "cardbaton-$tool"
+			says "cardbaton-$tool: $C:5: nodes.n.shared_fs$where: $why"
+		done
+	done <<'CASES'
+[/mnt]||must be a mapping
+{lab: mnt}|.lab|must be an absolute path
+{lab: /mnt/}|.lab|must have no empty, "." or ".." part, nor a trailing '/'
+{lab: /a/./b}|.lab|must have no empty, "." or ".." part, nor a trailing '/'
+{lab: /a//b}|.lab|must have no empty, "." or ".." part, nor a trailing '/'
+{lab: "/a\tb"}|.lab|must not hold control characters
+{"-x": /m}|.-x|must not begin with '-'
+{"l/b": /m}|.l/b|must be a filesystem name (1 to 64 of A-Z a-z 0-9 . _ -)
+CASES
+	printf 'attempt 3fa9c2d1-42-2\nshell true\ncheckpoint run7/ck.pt\ncheckpoint_on lab-b\nend\n' > "$T/spec"
+	run --separate-stderr cardbaton-worker -d "$STATE" launch < "$T/spec"
+	failed 65 cardbaton-worker
+	says "cardbaton-worker: bad spec: checkpoint_on needs an absolute checkpoint"
+}
+
 @test "the lab key's gate: a shell, other programs, metacharacters, control characters, paths outside STATE/bin, a bad install ID are 77 with one line and nothing runs; a link, another's or a writable bin/ is refused; the worker's own command runs" {
 	local st=$T/gst w=$T/gst/bin/cardbaton-worker-1.0-t ran=$T/ran
 	mkdir -p "$st/bin"

@@ -118,6 +118,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		 * never an account of its own in the config */
 		FUZZ_CHECK(!n->run_as_owner || (c.lab && !n->local && (n->lease_dir || n->slurm_partition)));
 		FUZZ_CHECK(!n->as_user && !n->as_key);
+		/* shared_fs: named as nodes, absolute paths of plain parts
+		 * (each its own mount: shared_fs_of finds a file under it) */
+		for (size_t f = 0; f < n->nshared_fs; f++) {
+			const struct shared_fs *s = &n->shared_fs[f];
+			char *in = s->path ? xasprintf("%s%s", s->path, strcmp(s->path, "/") ? "/x" : "x") : NULL;
+
+			FUZZ_CHECK(s->name && yx_node_name_problem(s->name) == NULL);
+			FUZZ_CHECK(s->path && s->path[0] == '/' && !strstr(s->path, "//") &&
+				   !strstr(s->path, "/./") && !strstr(s->path, "/../"));
+			FUZZ_CHECK(shared_fs_mounts(n, s->name));
+			FUZZ_CHECK(!in || shared_fs_of(n, in) != NULL);
+			free(in);
+		}
 		FUZZ_CHECK(n->has_gpus || n->ngpus == 0);
 		FUZZ_CHECK(!n->on_finish == !n->non_finish);
 		FUZZ_CHECK(!n->on_finish || n->on_finish[0][0]);

@@ -8,8 +8,8 @@
  * attempts/), exactly one of an argv and a shell command, every env
  * entry NAME=value with NAME a shell identifier, distinct GPU indices,
  * no UUIDs or one per index, each fit to name a lease file, every
- * `after` a valid attempt ID other than its own, and every number in
- * its range.
+ * `after` a valid attempt ID other than its own, every number in its
+ * range, and a checkpoint_on only with an absolute checkpoint.
  */
 #include "fuzz.h"
 #include "../../worker/launch.h"
@@ -64,6 +64,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(sp.after[sp.nafter] == NULL);
 	FUZZ_CHECK(sp.idle_mib >= 0 && sp.timeout >= 0 && sp.grace >= 0);
 	FUZZ_CHECK(sp.resumable == 0 || sp.resumable == 1);
+	/* A moved checkpoint (shared_fs) is an absolute path to check. */
+	FUZZ_CHECK(!sp.checkpoint_on || (sp.checkpoint && sp.checkpoint[0] == '/'));
 	spec_free(&sp);
 	wire_free(&sp.rec);
 	return 0;
