@@ -181,7 +181,7 @@ SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stack
 #   1. the plain pass (unit tests, most suites) | a second lane of
 #      suites (the seeded fault run, the Slurm harness, daemon.bats,
 #      device.bats, ssh.bats, lab.bats, labsched.bats, report.bats,
-#      runas.bats, sharedfs.bats),
+#      runas.bats, sharedfs.bats, python.bats),
 #      then the fuzz smoke (niced);
 #   2. once both and the sanitizer build are done, under the
 #      sanitizers: the unit tests and the longest suites
@@ -199,7 +199,8 @@ SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stack
 # (tests/lib/scale.bash; AGENTS.md "Building and testing").
 BESIDE_E2E = tests/e2e/faults.bats tests/e2e/slurmharness.bats tests/e2e/daemon.bats \
 	     tests/e2e/device.bats tests/e2e/ssh.bats tests/e2e/lab.bats tests/e2e/labsched.bats \
-	     tests/e2e/report.bats tests/e2e/runas.bats tests/e2e/sharedfs.bats
+	     tests/e2e/report.bats tests/e2e/runas.bats tests/e2e/sharedfs.bats \
+	     tests/e2e/python.bats
 SAN_MAIN_E2E = $(addprefix tests/e2e/,hostile.bats checkpoint.bats baton.bats \
 				      diskfull.bats examples.bats mcp.bats hooks.bats nvml.bats \
 				      drain.bats staged.bats statusidx.bats workflow.bats lab.bats \
@@ -207,7 +208,7 @@ SAN_MAIN_E2E = $(addprefix tests/e2e/,hostile.bats checkpoint.bats baton.bats \
 # ... and in the crash lane, once the walk is done (it ends well before
 # the plain pass and its beside lane do), under the sanitizers too:
 SAN_AFTER_WALK_E2E = tests/e2e/ssh.bats tests/e2e/daemon.bats tests/e2e/runas.bats \
-		     tests/e2e/sharedfs.bats
+		     tests/e2e/sharedfs.bats tests/e2e/python.bats
 
 test check:
 	tests/install-deps
@@ -267,7 +268,8 @@ SOAK_JOBS    ?= 500
 SOAK_SEED    ?=
 soak: all
 	tests/soak/soak --build $(B) --seconds $(SOAK_SECONDS) --jobs $(SOAK_JOBS) \
-		$(if $(SOAK_SEED),--seed $(SOAK_SEED)) $(if $(SOAK_PREEMPT),--preempt)
+		$(if $(SOAK_SEED),--seed $(SOAK_SEED)) $(if $(SOAK_PREEMPT),--preempt) \
+		$(if $(SOAK_RUN_AS),--run-as)
 
 # ---- install -------------------------------------------------------------
 
@@ -277,6 +279,10 @@ MAN8 = $(wildcard man/*.8)
 COMPDIR  = $(PREFIX)/share/bash-completion/completions
 DOCDIR   = $(PREFIX)/share/doc/cardbaton
 EXAMPLES = $(wildcard examples/*)
+# The Python helper (python/cardbaton): where this python3 looks for
+# packages under PREFIX (Debian's dist-packages, else site-packages).
+PYTHONDIR ?= $(shell python3 -c 'import sys; print("$(PREFIX)/lib/python%d.%d/%s-packages" % (sys.version_info[0], sys.version_info[1], "dist" if any(p.endswith("dist-packages") for p in sys.path) else "site"))' 2>/dev/null)
+PYFILES  = $(wildcard python/cardbaton/*.py)
 
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXEC) \
@@ -294,6 +300,8 @@ install: all
 	install -m 644 completion/cardbaton.bash $(DESTDIR)$(COMPDIR)/cardbaton
 	ln -sf cardbaton $(DESTDIR)$(COMPDIR)/sshgpu
 	install -m 644 $(EXAMPLES) $(DESTDIR)$(DOCDIR)/examples
+	$(if $(PYTHONDIR),install -d $(DESTDIR)$(PYTHONDIR)/cardbaton && \
+		install -m 644 $(PYFILES) $(DESTDIR)$(PYTHONDIR)/cardbaton)
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/cardbaton $(DESTDIR)$(BINDIR)/sshgpu \
@@ -303,7 +311,7 @@ uninstall:
 		$(MAN1:man/%=$(DESTDIR)$(MANDIR)/man1/%) $(MAN5:man/%=$(DESTDIR)$(MANDIR)/man5/%) \
 		$(MAN8:man/%=$(DESTDIR)$(MANDIR)/man8/%) \
 		$(DESTDIR)$(COMPDIR)/cardbaton $(DESTDIR)$(COMPDIR)/sshgpu
-	rm -rf $(DESTDIR)$(LIBEXEC) $(DESTDIR)$(DOCDIR)
+	rm -rf $(DESTDIR)$(LIBEXEC) $(DESTDIR)$(DOCDIR) $(if $(PYTHONDIR),$(DESTDIR)$(PYTHONDIR)/cardbaton)
 
 clean:
 	rm -rf build build-san

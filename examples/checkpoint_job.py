@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """checkpoint_job.py - a cooperative, resumable training job for CardBaton.
 
-A complete example of the checkpoint contract (SPEC section 9), using only
-Python's standard library (3.9 or later).  It trains a small deterministic
+A complete example of the checkpoint contract (SPEC section 9), using
+Python's standard library (3.9 or later) and CardBaton's helper for the
+contract, the `cardbaton` package (python/ in the source tree, found there
+when it is not installed).  It trains a small deterministic
 "model" (linear regression, four floats, by SGD on synthetic data drawn from
 random.Random(seed)) for --steps steps, sleeping --step-seconds per step to
 look like work, and appends one line per step, "step K loss X", to the step
@@ -75,12 +77,17 @@ import signal
 import sys
 import time
 
+try:
+    import cardbaton
+except ImportError:     # not installed: the source tree's
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "python"))
+    import cardbaton
+
 EX_OK = 0
 EX_USAGE = 64
 EX_DATAERR = 65
 EX_NOINPUT = 66
 EX_IOERR = 74
-EX_TEMPFAIL = 75            # "paused": the contract's exit status
 
 STATE_FORMAT = "cardbaton-example-checkpoint/1"
 STATE_NAME = "checkpoint.json"
@@ -109,43 +116,15 @@ class Fatal(Exception):
         self.status = status
 
 
-def env(name):
-    """SSHGPU_NAME, else CARDBATON_NAME; None when neither is set (or empty)."""
-    return os.environ.get("SSHGPU_" + name) or os.environ.get("CARDBATON_" + name) or None
-
-
 def warn(msg):
     sys.stderr.write("%s: %s\n" % (PROG, msg))
     sys.stderr.flush()
 
 
-# ---- atomic files -----------------------------------------------------------
+# ---- atomic files: the helper's ---------------------------------------------
 
-def fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path, text):
-    """Write TEXT at PATH so that a reader sees the old file or the whole new
-    one, before or after a crash: a temporary file in the same directory,
-    flush, fsync, os.replace, fsync of the directory."""
-    path = os.path.abspath(path)
-    d, base = os.path.split(path)
-    tmp = os.path.join(d, ".%s.%d.tmp" % (base, os.getpid()))
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):     # only when something failed before replace
-            os.unlink(tmp)
-    fsync_dir(d)
+atomic_write = cardbaton.atomic_write
+fsync_dir = cardbaton.fsync_dir
 
 
 def dumps(obj):
@@ -271,7 +250,6 @@ class StepLog:
 
 def pause(trainer, log, ckdir):
     """Save, publish, exit 75 (never returns)."""
-    ready = env("CHECKPOINT_READY")
     try:
         log.sync()      # the state's log_bytes must not be ahead of the disk
         created = not os.path.isdir(ckdir)
@@ -283,14 +261,14 @@ def pause(trainer, log, ckdir):
         # From here on the marker and the exit status go together: a SIGTERM
         # that arrives now waits (blocked) and the process exits 75.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
-        if ready:
-            atomic_write(ready, json.dumps({"checkpoint": path}) + "\n")
-        else:
+        try:
+            cardbaton.publish(path)
+        except RuntimeError:
             warn("no SSHGPU_CHECKPOINT_READY: not published")
     except OSError as e:
         raise Fatal(EX_IOERR, "saving the checkpoint: %s: %s" % (e.filename, e.strerror))
     warn("paused after step %d: %s" % (trainer.step, path))
-    sys.exit(EX_TEMPFAIL)
+    sys.exit(cardbaton.EX_PAUSED)
 
 
 class Stopped(Exception):
@@ -330,7 +308,7 @@ def parse_args(argv):
 
 def run(a):
     trainer = Trainer(a.seed, a.lr, a.batch)
-    ck = env("CHECKPOINT")
+    ck = cardbaton.resume_path()
     if ck:
         try:
             with open(ck, encoding="utf-8") as f:
@@ -346,7 +324,6 @@ def run(a):
             raise Fatal(EX_DATAERR, "checkpoint %s is at step %d, beyond --steps %d"
                         % (ck, trainer.step, a.steps))
         warn("resuming after step %d from %s" % (trainer.step, ck))
-    pause_file = env("PAUSE_FILE")
     log = StepLog(a.log, trainer.log_bytes)
 
     while trainer.step < a.steps:
@@ -357,7 +334,7 @@ def run(a):
         trainer.log_bytes = log.length()
         # The safe point.  After the last step there is nothing left to save:
         # the job simply finishes.
-        if pause_file and trainer.step < a.steps and os.path.exists(pause_file):
+        if trainer.step < a.steps and cardbaton.pause_requested():
             pause(trainer, log, a.checkpoint_dir)
 
     if a.result:

@@ -68,8 +68,12 @@ installed_files() {
 	[ -x "$T/root/usr/libexec/cardbaton/cardbaton-worker-static" ]
 	cmp "$CB_TOP/completion/cardbaton.bash" "$T/root/usr/share/bash-completion/completions/cardbaton"
 	cmp "$CB_TOP/examples/cluster.yaml" "$T/root/usr/share/doc/cardbaton/examples/cluster.yaml"
-	# The installed tools run.
+	# The installed tools run; so does the Python helper, where python3
+	# looks for /usr's packages.
 	"$T/root/usr/bin/cardbaton" --help >/dev/null
+	py=$(python3 -c 'import sys; print("usr/lib/python%d.%d/%s-packages" % (sys.version_info[0], sys.version_info[1], "dist" if any(p.endswith("dist-packages") for p in sys.path) else "site"))')
+	for f in "$CB_TOP"/python/cardbaton/*.py; do cmp "$f" "$T/root/$py/cardbaton/${f##*/}"; done
+	[ "$(cd / && PYTHONPATH="$T/root/$py" python3 -m cardbaton --version)" = "cardbaton 0.1.0" ]
 
 	run make -C "$CB_TOP" B="$CB_BUILD" uninstall DESTDIR="$T/root" PREFIX=/usr
 	[ "$status" -eq 0 ] || { echo "$output"; false; }
