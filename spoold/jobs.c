@@ -459,8 +459,11 @@ int launch_answered(struct daemon *d, struct rent *e, struct node_reply *rep)
 	case EX_UNAVAILABLE_:   /* nvidia-smi failed on the node: the same */
 		node_ok(d, e->node);
 		why = wire_get(&w, "reason");
-		if (!why || !*why)
+		if (!why || !*why) {
+			/* The worker's own words: their first line. */
+			rep->err[strcspn(rep->err, "\n")] = '\0';
 			why = *rep->err ? rep->err : "cards busy at launch";
+		}
 		logmsg("job %lld: not started on %s: %s", e->id, n->conf->name, why);
 		id = e->id;
 		moved = !strncmp(why, CK_UNSEEN, sizeof CK_UNSEEN - 1);

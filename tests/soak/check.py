@@ -60,6 +60,14 @@ effects/JOBID, violations) and what the driver did (plan, faults/).
  8. The driver's own findings (faults/driver): the daemon never exited
     by itself, exited 0 on SIGTERM, no sanitizer report, the queue
     drained in time, every submit succeeded.
+ 9. Each job ran as the account it should: every `start` effect names
+    (`id -un`) the record's `owner` in a --run-as run (meta `run_as 1`:
+    host1 is a `run_as: owner` node), the daemon's account (root)
+    otherwise; a --run-as run's attempts are each in its owner's state
+    directory (statedirs: "DIR ACCOUNT"), none in root's there
+    (nostatedirs), and no lease is in a state directory's own leases/:
+    every one is in the node's lease_dir (leasedirs), whose locks are
+    all free after the drain.
 
 Prints the violations, then the figures, then "SOAK_RESULT {json}".
 Exit 0 when there is no violation, 1 otherwise.
@@ -157,7 +165,18 @@ def main():
         k, _, n = l.partition(" ")
         counts[k] = int(n)
     forbidden = set(x for x in read_lines(f"{d}/forbidden") if x)
-    statedirs = [x for x in read_lines(f"{d}/statedirs") if x]
+    # "DIR" or "DIR ACCOUNT" (--run-as: the account whose state it is).
+    statedirs, sd_account = [], {}
+    for x in read_lines(f"{d}/statedirs"):
+        if not x:
+            continue
+        path, _, acct = x.partition(" ")
+        statedirs.append(path)
+        if acct:
+            sd_account[path] = acct
+    leasedirs = [x for x in read_lines(f"{d}/leasedirs") if x]
+    nostatedirs = [x for x in read_lines(f"{d}/nostatedirs") if x]
+    run_as = meta.get("run_as") == "1"
     for l in read_lines(f"{d}/faults/driver"):
         if l and not l.startswith(" "):
             v.append(f"driver: {l}")
@@ -220,7 +239,8 @@ def main():
             if len(p) >= 6 and p[0] == "start":
                 starts.setdefault(n, []).append({"aid": p[1], "host": p[2],
                                                  "uuids": [] if p[3] == "-" else p[3].split(","),
-                                                 "pid": p[4], "ms": int(p[5])})
+                                                 "pid": p[4], "ms": int(p[5]),
+                                                 "user": p[6] if len(p) > 6 else None})
             elif len(p) >= 3 and p[0] == "end":
                 ends.setdefault(n, []).append({"aid": p[1], "ms": int(p[2])})
             elif len(p) >= 3 and p[0] == "pause":
@@ -246,7 +266,7 @@ def main():
     node_state = {}  # aid -> (statedir, record)
     alive_aids = set()
     prefixes = [f"{s}/attempts/" for s in statedirs]
-    held = holders(prefixes + [f"{s}/leases/" for s in statedirs])
+    held = holders(prefixes + [f"{s}/leases/" for s in statedirs] + [f"{x}/" for x in leasedirs])
     for s in statedirs:
         att = f"{s}/attempts"
         try:
@@ -261,10 +281,34 @@ def main():
                 alive_aids.add(n)
         try:
             for u in os.listdir(f"{s}/leases"):
+                if leasedirs:
+                    v.append(f"{s}: lease {u} in the state directory, not in the lease_dir {leasedirs[0]}")
                 if not lock_free(f"{s}/leases/{u}"):
                     v.append(f"{s}: lease {u} still held after the drain (pids {held.get(f'{s}/leases/{u}', [])})")
         except FileNotFoundError:
             pass
+    # The lease_dir: cards' leases (UUID) and the holders' marks (UUID=ID,
+    # UUID+ID); a mark left by an attempt killed is stale (its lock free).
+    lease_files = 0
+    for ld in leasedirs:
+        try:
+            names = os.listdir(ld)
+        except FileNotFoundError:
+            v.append(f"lease_dir {ld}: missing")
+            continue
+        for u in names:
+            if u.startswith("."):
+                continue
+            lease_files += 1
+            if not lock_free(f"{ld}/{u}"):
+                v.append(f"lease_dir {ld}: {u} still held after the drain (pids {held.get(f'{ld}/{u}', [])})")
+    for s in nostatedirs:
+        try:
+            names = [n for n in os.listdir(f"{s}/attempts") if not n.startswith(".")]
+        except FileNotFoundError:
+            names = []
+        if names:
+            v.append(f"{s}: attempts in the daemon's own account on a run_as: owner node: {sorted(names)[:10]}")
     for path, pids in held.items():
         m = re.search(r"/attempts/([0-9a-f-]+)/", path)
         if m:
@@ -276,6 +320,7 @@ def main():
     # ---- per job ---------------------------------------------------------------
     states = {}
     lost_verdicts, lost_unexplained, run_twice = 0, 0, 0
+    wrong_account, starts_checked = 0, 0
     rec_aids = set()
     for r in recs.values():
         for at in r.get("attempts") or []:
@@ -344,6 +389,22 @@ def main():
             bad = forbidden.intersection(x["uuids"])
             if bad:
                 v.append(f"{tag}: attempt {x['aid']} was given a busy or excluded card: {sorted(bad)}")
+        # Who each start ran as: the owner on a run_as: owner node, the
+        # daemon's account (root over ssh) otherwise.
+        want = r.get("owner") if run_as else "root"
+        for x in starts.get(jid, []):
+            starts_checked += 1
+            if x["user"] != want:
+                wrong_account += 1
+                v.append(f"{tag}: attempt {x['aid']} ran as {x['user']}, not "
+                         f"{'its owner ' if run_as else 'the daemon account '}{want}")
+        if run_as:
+            for at in atts:
+                ns = node_state.get(at["id"])
+                if ns and sd_account.get(ns[0]) != r.get("owner"):
+                    wrong_account += 1
+                    v.append(f"{tag}: attempt {at['id']} is in {ns[0]} ({sd_account.get(ns[0])}'s), "
+                             f"not its owner {r.get('owner')}'s state directory")
         for x in je:
             if x["aid"] not in [s["aid"] for s in js]:
                 v.append(f"{tag}: an end of attempt {x['aid']} without its start")
@@ -456,8 +517,11 @@ def main():
     users = sorted({x["desc"].rsplit(" user=", 1)[1] for x in plan.values() if " user=" in x["desc"]})
     if users:
         print(f"soak: users {len(users)} ({', '.join(users)}), max_gpus passed {len(overlimit)}")
+    if run_as:
+        print(f"soak: run_as owner: {starts_checked} starts, {wrong_account} not as the job's owner; "
+              f"{len(sd_account)} members' state directories, {lease_files} files in the lease_dir")
     print(f"soak: jobs lost {lost_unexplained}, run twice {run_twice}, cards double-booked {len(doubles)}, "
-          f"violations {len(v)}")
+          f"wrong account {wrong_account}, violations {len(v)}")
     res = {
         "seed": int(meta.get("seed", 0)), "seconds": int(meta.get("seconds", 0)),
         "elapsed_seconds": int(meta.get("elapsed", 0)), "drain_seconds": int(meta.get("drain_seconds", 0)),
@@ -466,6 +530,7 @@ def main():
         "yields": sum(len(x) for x in pauses.values()),
         "jobs_lost": lost_unexplained, "run_twice": run_twice, "double_booked": len(doubles),
         "users": len(users), "limits_passed": len(overlimit), "violations": len(v),
+        "run_as": run_as, "wrong_account": wrong_account,
     }
     print("SOAK_RESULT " + json.dumps(res, sort_keys=True))
     return 1 if v else 0
