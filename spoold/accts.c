@@ -154,10 +154,7 @@ int acct_answer(struct daemon *d, struct node *n, size_t user, int status, const
 		a->why = why;
 	}
 	acct_set(d, n, a, ACCT_REFUSED);
-	a->backoff = a->backoff ? a->backoff * 2 : BACKOFF_MIN_MS;
-	if (a->backoff > BACKOFF_MAX_MS)
-		a->backoff = BACKOFF_MAX_MS;
-	a->retry_at = mono_now() + a->backoff;
+	a->retry_at = mono_now() + backoff_next(&a->backoff, BACKOFF_MIN_MS);
 	node_view_due(n);
 	d->dirty = 1;
 	return 1;

@@ -333,6 +333,9 @@ size_t node_index(const struct daemon *d, const char *name);
 /* The node did not answer (WHY: its line, logged when it changes; the
  * retry backs off), or it did. */
 void node_failed(struct daemon *d, size_t node, const char *why);
+/* A retry's back-off after one more failure: *BACKOFF doubled (MIN the
+ * first time), at most BACKOFF_MAX_MS; its new value. */
+long long backoff_next(long long *backoff, long long min);
 void node_ok(struct daemon *d, size_t node);
 /* nodes/NAME.json: N's view is due (its reachability or cards changed);
  * every due one written at the end of the turn (jobs.c

@@ -93,11 +93,7 @@ static void stream_down(struct daemon *d, size_t k, size_t user, const char *why
 	ws->buf.len = ws->wq.len = ws->woff = 0;
 	if (ws->ready && now - ws->since >= STREAM_STABLE_MS)
 		ws->backoff = 0;        /* it worked for a while: a new episode */
-	if (failed)
-		ws->backoff = ws->backoff ? ws->backoff * 2 : STREAM_BACKOFF_MIN_MS;
-	if (ws->backoff > BACKOFF_MAX_MS)
-		ws->backoff = BACKOFF_MAX_MS;
-	ws->retry_at = now + (failed ? ws->backoff : 0);
+	ws->retry_at = now + (failed ? backoff_next(&ws->backoff, STREAM_BACKOFF_MIN_MS) : 0);
 	if (failed)
 		logmsg("node %s%s%s: %s; restarting the event stream in %lld s", n->conf->name,
 		       user ? " as " : "", user ? n->acct[user - 1].conf.as_user : "", why,

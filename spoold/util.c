@@ -57,6 +57,14 @@ void node_view_due(struct node *n)
 	n->view_due = 1;
 }
 
+long long backoff_next(long long *backoff, long long min)
+{
+	*backoff = *backoff ? *backoff * 2 : min;
+	if (*backoff > BACKOFF_MAX_MS)
+		*backoff = BACKOFF_MAX_MS;
+	return *backoff;
+}
+
 void node_failed(struct daemon *d, size_t node, const char *why)
 {
 	struct node *n = &d->nodes[node];
@@ -73,10 +81,7 @@ void node_failed(struct daemon *d, size_t node, const char *why)
 		n->since = now_ms();
 		node_view_due(n);
 	}
-	n->backoff = n->backoff ? n->backoff * 2 : BACKOFF_MIN_MS;
-	if (n->backoff > BACKOFF_MAX_MS)
-		n->backoff = BACKOFF_MAX_MS;
-	n->retry_at = mono_now() + n->backoff;
+	n->retry_at = mono_now() + backoff_next(&n->backoff, BACKOFF_MIN_MS);
 	n->fresh = n->handoff = 0;
 }
 
