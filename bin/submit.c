@@ -24,13 +24,14 @@
 static const char usage[] =
 	"cardbaton-submit [--config PATH] [--job FILE] [--node N] [--gpus 0,2] "
 	"[--gpu-count K] [--gpu-memory M] [--share] [--priority P] [--timeout SECS] [--cwd DIR] [--name NAME] "
-	"[--resume-command CMD] [--env K=V]... [--hold] [--begin WHEN] [--after ID[,ID...]] [--after-any ID[,ID...]] "
+	"[--resume-command CMD] [--checkpoint-transfer] [--env K=V]... [--hold] [--begin WHEN] [--after ID[,ID...]] [--after-any ID[,ID...]] "
 	"[--array SPEC | --param KEY=V1,V2,...]... [--max-running K] [-- CMD ARGS...]";
 
 enum {
 	OPT_JOB = OPT_TOOL_FIRST, OPT_NODE, OPT_GPUS, OPT_GPU_COUNT, OPT_PRIORITY,
 	OPT_TIMEOUT, OPT_CWD, OPT_NAME, OPT_RESUME, OPT_ENV, OPT_HOLD, OPT_BEGIN,
 	OPT_AFTER, OPT_AFTER_ANY, OPT_ARRAY, OPT_PARAM, OPT_MAX_RUNNING, OPT_GPU_MEMORY, OPT_SHARE,
+	OPT_CK_TRANSFER,
 };
 
 static const struct option longopts[] = {
@@ -46,6 +47,7 @@ static const struct option longopts[] = {
 	{ "cwd", required_argument, NULL, OPT_CWD },
 	{ "name", required_argument, NULL, OPT_NAME },
 	{ "resume-command", required_argument, NULL, OPT_RESUME },
+	{ "checkpoint-transfer", no_argument, NULL, OPT_CK_TRANSFER },
 	{ "env", required_argument, NULL, OPT_ENV },
 	{ "hold", no_argument, NULL, OPT_HOLD },
 	{ "begin", required_argument, NULL, OPT_BEGIN },
@@ -604,6 +606,10 @@ int main(int argc, char **argv)
 			flags.set |= JF_ENV;
 			break;
 		}
+		case OPT_CK_TRANSFER:
+			flags.checkpoint_transfer = 1;
+			flags.set |= JF_CK_TRANSFER;
+			break;
 		case OPT_HOLD:
 			flags.hold = 1;
 			flags.set |= JF_HOLD;

@@ -614,6 +614,7 @@ static int set_defaults(struct config *c)
 	memset(c, 0, sizeof *c);
 	c->reserve_after_seconds = DEFAULT_RESERVE_AFTER;
 	c->gpu_refresh_seconds = DEFAULT_GPU_REFRESH;
+	c->checkpoint_transfer_max_gib = DEFAULT_CK_TRANSFER_GIB;
 	c->preempt_min_runtime = DEFAULT_MIN_RUNTIME;
 	if (!(c->remote_state_dir = strdup(DEFAULT_REMOTE_STATE_DIR)) ||
 	    !(c->ssh_command = calloc(1, sizeof *c->ssh_command)) ||
@@ -667,6 +668,8 @@ int config_parse(const char *buf, size_t len, const char *fname,
 			r = yx_int(&c, v, &p, 0, TIMEOUT_MAX, &cf->reserve_after_seconds);
 		} else if (!strcmp(k->s, "gpu_refresh_seconds")) {
 			r = yx_int(&c, v, &p, 0, GPU_REFRESH_MAX, &cf->gpu_refresh_seconds);
+		} else if (!strcmp(k->s, "checkpoint_transfer_max_gib")) {
+			r = yx_int(&c, v, &p, 0, CK_TRANSFER_GIB_MAX, &cf->checkpoint_transfer_max_gib);
 		} else if (!strcmp(k->s, "preemption")) {
 			r = parse_preemption(&c, v, &p, cf);
 		} else if (!strcmp(k->s, "lab")) {

@@ -15,6 +15,8 @@
 #define MAX_SLURM_JOBS 1000000 /* slurm.max_jobs at most */
 #define DEFAULT_RESERVE_AFTER 300
 #define DEFAULT_GPU_REFRESH 30          /* gpu_refresh_seconds */
+#define DEFAULT_CK_TRANSFER_GIB 64      /* checkpoint_transfer_max_gib */
+#define CK_TRANSFER_GIB_MAX (1LL << 20) /* ... at most 1 PiB */
 #define GPU_REFRESH_MAX 86400           /* ... at most (a day) */
 #define DEFAULT_MIN_RUNTIME 300         /* preemption: min_runtime_seconds */
 #ifndef CONFIG_SYSTEM
@@ -91,6 +93,9 @@ struct config {
 	/* gpu_refresh_seconds: the daemon asks each node for its cards at
 	 * least this often, jobs waiting or not (0: only while they wait) */
 	long long gpu_refresh_seconds;
+	/* checkpoint_transfer_max_gib: the largest checkpoint copied to
+	 * another node (checkpoint_transfer, SPEC §9); 0: none is */
+	long long checkpoint_transfer_max_gib;
 	/* preemption: {enabled, min_runtime_seconds} (SPEC §7): off by default */
 	int preempt;
 	long long preempt_min_runtime;  /* default DEFAULT_MIN_RUNTIME */

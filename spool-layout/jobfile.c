@@ -58,6 +58,7 @@ static const struct field fields[] = {     /* in the order JSON shows them */
 	{ "resume_command", JF_RESUME, K_COMMAND, 0, 0, 0, NULL },
 	{ "checkpoint_grace_seconds", JF_GRACE, K_INT, OFF(checkpoint_grace_seconds),
 	  0, TIMEOUT_MAX, NULL },
+	{ "checkpoint_transfer", JF_CK_TRANSFER, K_BOOL, OFF(checkpoint_transfer), 0, 0, NULL },
 	{ "env", JF_ENV, K_ENV, 0, 0, 0, NULL },
 };
 #define NFIELDS (sizeof fields / sizeof *fields)
@@ -458,6 +459,9 @@ int jobdef_check(const struct job_def *jd, const char *fname, struct cb_err *err
 	if (jd->share && !(jd->set & JF_GPU_MEMORY))
 		return cb_err_set(err, EX_DATAERR_, "%s: share: needs gpu_memory_mib (what the job "
 				  "takes of each card)", fname);
+	if (jd->checkpoint_transfer && !(jd->set & JF_RESUME))
+		return cb_err_set(err, EX_DATAERR_, "%s: checkpoint_transfer: needs resume_command "
+				  "(only a resumable job has a checkpoint)", fname);
 	return check_fields(jd, fname, err);
 }
 

@@ -35,6 +35,7 @@ enum {
 	JF_MAX_RUNNING = 1 << 17,
 	JF_GPU_MEMORY = 1 << 18,
 	JF_SHARE = 1 << 19,
+	JF_CK_TRANSFER = 1 << 20,
 };
 
 #define GPU_INDEX_MAX 1023
@@ -74,6 +75,8 @@ struct job_def {
 	size_t ngpus;
 	long long gpu_count;    /* 0 = CPU job; default 1 (see jobdef_gpu_need) */
 	long long gpu_memory_mib;       /* each card's total memory at least this; 0: any */
+	int checkpoint_transfer;        /* its checkpoint may be copied to another node
+					   to resume there (needs resume_command) */
 	int share;              /* may share its cards with other sharing jobs (needs
 				   gpu_memory_mib: what it takes of each) */
 	long long priority;     /* PRIO_MIN..PRIO_MAX, default 0 */

@@ -302,6 +302,7 @@ char *job_to_json(const struct job *j)
 	    add_time(o, "queued_at", j->queued_at, 1) ||
 	    add_str(o, "checkpoint", j->checkpoint) ||
 	    add_str(o, "checkpoint_node", j->checkpoint_node) ||
+	    (j->nck_copies && add_strs(o, "checkpoint_copies", j->ck_copies, j->nck_copies)) ||
 	    (j->max_running && add_num(o, "max_running", j->max_running)) ||
 	    (j->owner && add_num(o, "owner_uid", j->owner_uid)))
 		goto out;
@@ -500,6 +501,7 @@ int job_from_json(const char *buf, size_t len, struct job *j, struct cb_err *err
 	    get_time(o, "started_ms", &j->started) || get_time(o, "finished_ms", &j->finished) ||
 	    get_str(o, "checkpoint", &j->checkpoint) ||
 	    get_str(o, "checkpoint_node", &j->checkpoint_node) ||
+	    get_strs(o, "checkpoint_copies", &j->ck_copies, &j->nck_copies) ||
 	    get_array(o, j) || get_ll(o, "max_running", &j->max_running, 0) ||
 	    j->max_running < 0 || j->max_running > JOB_MAX_MEMBERS ||
 	    (j->max_running && !j->array_id) ||
@@ -574,6 +576,7 @@ void job_free(struct job *j)
 	free(j->reason);
 	free(j->checkpoint);
 	free(j->checkpoint_node);
+	strv_free(j->ck_copies, j->nck_copies);
 	free(j->owner);
 	jobdef_free(&j->def);
 	memset(j, 0, sizeof *j);

@@ -67,6 +67,11 @@ struct job {
 	size_t natt;
 	char *checkpoint;       /* saved state to resume from, or NULL */
 	char *checkpoint_node;  /* node that holds it */
+	/* The nodes a copy of its checkpoint was sent to (checkpoint_transfer,
+	 * SPEC §9), each named before its copy began: their copies are
+	 * removed when the job ends */
+	char **ck_copies;
+	size_t nck_copies;
 	/* A member of an array or sweep (expand.h): the group's first job
 	 * ID (0: none), its index, and the group's limit (0: none). */
 	long long array_id, array_index, max_running;

@@ -456,28 +456,51 @@ oom:
 	return -1;
 }
 
-/* The first node, in config order, that takes job J now (its cards
- * written by fits()), or in->nnodes. */
-static int takes(const struct pass *p, const struct plan_job *j, size_t k)
+/* May job J's checkpoint be copied to node N, which cannot see it, to
+ * resume there (checkpoint_transfer)?  Never onto a Slurm node (Slurm
+ * picks the host), one that left it out, or one that sees it. */
+static int may_move(const struct plan_job *j, const struct plan_node *n)
+{
+	if (!j->travel || n->conf->slurm_partition || may_use(j, n))
+		return 0;
+	for (size_t i = 0; i < j->naway; i++)
+		if (!strcmp(j->away[i], n->conf->name))
+			return 0;
+	return 1;
+}
+
+/* Does node K take job J now (its cards written by fits())?  MOVED:
+ * by a copy of its checkpoint (may_move), else where it may be. */
+static int takes(const struct pass *p, const struct plan_job *j, size_t k, int moved)
 {
 	const struct plan_node *n = &p->in->nodes[k];
 
-	if (!may_use(j, n) || !open_node(j, n) || !room(p, k))
+	if (!(moved ? may_move(j, n) : may_use(j, n)) || !open_node(j, n) || !room(p, k))
 		return 0;
 	return j->need == 0 || (usable(n) && fits(p, j, k, p->out->cards + p->out->ncards, NULL));
 }
 
-static size_t node_for(const struct pass *p, const struct plan_job *j)
+/* The node that takes job J now, or in->nnodes: its checkpoint's own
+ * node first (shared_fs), then the others it may use in config order,
+ * then (checkpoint_transfer) one its checkpoint would be copied to
+ * (*MOVED set). */
+static size_t node_for(const struct pass *p, const struct plan_job *j, int *moved)
 {
 	size_t k;
 
-	/* Its checkpoint's own node first (shared_fs). */
+	*moved = 0;
 	for (k = 0; j->prefer && k < p->in->nnodes; k++)
-		if (!strcmp(p->in->nodes[k].conf->name, j->prefer) && takes(p, j, k))
+		if (!strcmp(p->in->nodes[k].conf->name, j->prefer) && takes(p, j, k, 0))
 			return k;
-	for (k = 0; k < p->in->nnodes && !takes(p, j, k); k++)
-		;
-	return k;
+	for (k = 0; k < p->in->nnodes; k++)
+		if (takes(p, j, k, 0))
+			return k;
+	for (k = 0; j->travel && k < p->in->nnodes; k++)
+		if (takes(p, j, k, 1)) {
+			*moved = 1;
+			return k;
+		}
+	return p->in->nnodes;
 }
 
 /* ---- preemption ------------------------------------------------------------ */
@@ -815,6 +838,7 @@ int plan(const struct plan_in *in, long long now, struct plan_out *out)
 	size_t maxg = 0;
 	long long starve = in->reserve_after_seconds * 1000;
 	size_t nfree = 0, ncpu = 0, nshare = 0;
+	int moved;
 
 	memset(out, 0, sizeof *out);
 	for (size_t k = 0; k < in->nnodes; k++) {
@@ -904,8 +928,9 @@ int plan(const struct plan_in *in, long long now, struct plan_out *out)
 		}
 		if (job->need == 0)
 			ncpu--;
-		if ((k = node_for(&p, job)) < in->nnodes) {
+		if ((k = node_for(&p, job, &moved)) < in->nnodes) {
 			nfree -= take(&p, j, k);
+			out->place[out->nplace - 1].moved = moved;
 			user_takes(&p, job);
 			p.placed[k]++;
 			if (job->group)

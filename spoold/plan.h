@@ -26,6 +26,12 @@
  *     only the nodes that mount it and none of `away`, and goes to
  *     `prefer` (the node that wrote it) when that takes it now, before
  *     the others in config order.
+ *   - A job that may travel (`travel`: checkpoint_transfer) and that no
+ *     node it may use takes now goes, by the rules of a placement, to
+ *     the first node in config order that cannot see its checkpoint,
+ *     has not left it out (`away`) and is not a Slurm node (`moved`:
+ *     its checkpoint is copied there first, moves.c).  Only placed
+ *     so: never staged, held for, nor preempting anywhere else.
  *   - A job may use every node, or only the one it names (`node`);
  *     never a drained one (nothing is placed there, nothing held), nor
  *     one that bars its owner (`barred`: as if it were unreachable to
@@ -166,6 +172,9 @@ struct plan_job {
 	const char *fs, *prefer;
 	const char *const *away;
 	size_t naway;
+	/* checkpoint_transfer: when no node it may use (NODE, or FS's)
+	 * takes it now, one its checkpoint could be copied to may */
+	int travel;
 	int never_noted;        /* its "can never fit" reason is on disk */
 	int held;               /* `hold`: not placed until released */
 	int blocked;            /* a dependency has not ended as it must */
@@ -238,6 +247,7 @@ struct plan_place {
 	size_t job, node;
 	const int *cards;
 	size_t ncards;
+	int moved;              /* by a copy of its checkpoint (travel) */
 };
 
 /* JOB can never fit, and says why: "waiting: " + TEXT in its record. */

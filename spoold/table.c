@@ -101,6 +101,46 @@ static int edit_wait(struct job *j, const struct ev_arg *e, long long now)
 	return set_reason(j, r);
 }
 
+/* Its checkpoint is to be copied to node E->node (checkpoint_transfer,
+ * moves.c): that node is named among its copies first, so that a copy
+ * begun there is removed when the job ends, whatever happens after. */
+static int edit_move(struct job *j, const struct ev_arg *e, long long now)
+{
+	char **v;
+	size_t i;
+
+	(void)now;
+	for (i = 0; i < j->nck_copies && strcmp(j->ck_copies[i], e->node); i++)
+		;
+	if (i == j->nck_copies) {
+		if (!(v = realloc(j->ck_copies, (j->nck_copies + 1) * sizeof *v)))
+			return -1;
+		j->ck_copies = v;
+		if (!(v[j->nck_copies] = strdup(e->node)))
+			return -1;
+		j->nck_copies++;
+	}
+	return set_reason(j, xasprintf("transferring checkpoint from %s to %s",
+				       j->checkpoint_node ? j->checkpoint_node : "its node", e->node));
+}
+
+/* The copy on E->node is whole and checked (E->path): the job resumes
+ * from it there.  The checkpoint it came from stays where it was. */
+static int edit_moved(struct job *j, const struct ev_arg *e, long long now)
+{
+	char *from = j->checkpoint_node ? strdup(j->checkpoint_node) : strdup("its node");
+	int r;
+
+	(void)now;
+	if (!from || set_str(&j->checkpoint, e->path) < 0 || set_str(&j->checkpoint_node, e->node) < 0) {
+		free(from);
+		return -1;
+	}
+	r = set_reason(j, xasprintf("checkpoint copied from %s; resumes on %s", from, e->node));
+	free(from);
+	return r;
+}
+
 /* Its reason, if not that already: E's, or what the job asks. */
 static int edit_blocked(struct job *j, const struct ev_arg *e, long long now)
 {
@@ -398,6 +438,8 @@ static const struct transition rows[JS_N][EV_N] = {
 		ROW(EV_HOLD, JS_QUEUED, edit_hold),
 		ROW(EV_RELEASE, JS_QUEUED, edit_release),
 		ROW(EV_WAIT, JS_QUEUED, edit_wait),
+		ROW(EV_MOVE, JS_QUEUED, edit_move),
+		ROW(EV_MOVED, JS_QUEUED, edit_moved),
 		ROW(EV_BLOCKED, JS_QUEUED, edit_blocked),
 		ROW(EV_DEPENDENCY, JS_CANCELLED, edit_dependency),
 	},
@@ -427,7 +469,8 @@ static const char *const event_names[EV_N] = {
 	[EV_LOST] = "lost", [EV_CANCEL] = "cancel", [EV_PAUSE] = "pause",
 	[EV_RESUME] = "resume", [EV_PROMOTE] = "promote", [EV_HOLD] = "hold",
 	[EV_RELEASE] = "release", [EV_WAIT] = "wait", [EV_BLOCKED] = "blocked",
-	[EV_DEPENDENCY] = "dependency", [EV_UNSTAGED] = "unstaged",
+	[EV_DEPENDENCY] = "dependency", [EV_UNSTAGED] = "unstaged", [EV_MOVE] = "move",
+	[EV_MOVED] = "moved",
 };
 
 const struct transition *transition(enum job_state s, enum job_event ev)

@@ -46,6 +46,8 @@ enum job_event {
 	EV_WAIT,                /* the scheduler: why it cannot be placed */
 	EV_BLOCKED,             /* deps.c: what it waits for (a job), or no longer */
 	EV_DEPENDENCY,          /* deps.c: a job it must follow ended otherwise */
+	EV_MOVE,                /* moves.c: its checkpoint is to be copied to NODE */
+	EV_MOVED,               /* moves.c: ... the copy there is whole: PATH */
 	EV_N
 };
 
@@ -53,7 +55,8 @@ enum job_event {
 struct ev_arg {
 	const char *why;        /* EV_BUSY, EV_REFUSED, EV_WAIT, EV_BLOCKED (NULL: what
 				   it asks, queued_reason), EV_DEPENDENCY; a node's reason */
-	const char *node;       /* EV_PLACE: the node's name */
+	const char *node;       /* EV_PLACE, EV_MOVE, EV_MOVED: the node's name */
+	const char *path;       /* EV_MOVED: the checkpoint's copy there */
 	size_t node_index;      /* ... its index in the config */
 	const int *gpus;        /* ... the cards */
 	size_t ngpus;

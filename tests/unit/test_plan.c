@@ -1009,6 +1009,56 @@ static void test_shared_fs(void)
 	conf[0].nshared_fs = conf[2].nshared_fs = 0;
 }
 
+/* A job that may travel (checkpoint_transfer): its own node when it
+ * takes it now, then a node of its shared filesystem, and only then,
+ * by a copy (moved), the first other node that takes it (never a Slurm
+ * node, never one left out); a job that may not travel waits. */
+static void test_travel(void)
+{
+	struct shared_fs lab_b = { "lab", "/mnt/lab" }, lab_c = { "lab", "/nfs/lab" };
+	const char *away_a[] = { "a" };
+
+	setup(3, 1, "");
+	add(1);
+	job[0].node = "c";
+	job[0].travel = 1;
+	PLAN(NOW, "1@c:0", "");
+	CHECK(!out.place[0].moved);
+	gpu[2][0].procs = 1;
+	PLAN(NOW, "1@a:0", "");
+	CHECK(out.place[0].moved);
+	/* It stays waiting, holding nothing elsewhere, when it may not. */
+	job[0].travel = 0;
+	PLAN(NOW, "", "");
+	job[0].travel = 1;
+	/* A node left out, and a Slurm node, are passed over. */
+	job[0].away = away_a;
+	job[0].naway = 1;
+	PLAN(NOW, "1@b:0", "");
+	CHECK(out.place[0].moved);
+	conf[1].slurm_partition = "gpu";
+	PLAN(NOW, "", "");
+	conf[1].slurm_partition = NULL;
+	job[0].away = NULL;
+	job[0].naway = 0;
+	/* On a shared filesystem: b mounts it too, and is taken (no copy)
+	 * before a, first in config order but a copy away. */
+	conf[1].shared_fs = &lab_b;
+	conf[1].nshared_fs = 1;
+	conf[2].shared_fs = &lab_c;
+	conf[2].nshared_fs = 1;
+	job[0].node = NULL;
+	job[0].fs = "lab";
+	job[0].prefer = "c";
+	PLAN(NOW, "1@b:0", "");
+	CHECK(!out.place[0].moved);
+	gpu[1][0].procs = 1;
+	PLAN(NOW, "1@a:0", "");
+	CHECK(out.place[0].moved);
+	conf[1].shared_fs = conf[2].shared_fs = NULL;
+	conf[1].nshared_fs = conf[2].nshared_fs = 0;
+}
+
 /* The fair share's order: priority first; among equal priorities the
  * owner with the least effective usage, then the earlier job; FIFO
  * within an owner; one user (or all equal): the order given. */
@@ -1540,6 +1590,7 @@ int main(void)
 	test_user_limit();
 	test_barred();
 	test_shared_fs();
+	test_travel();
 	test_fair_order();
 	test_fair_order_random();
 	test_slurm();

@@ -65,6 +65,13 @@ static struct ev_arg arg_for(enum job_event ev, struct wire_rec *w)
 	case EV_PROMOTE:
 		a.prio = 9;
 		break;
+	case EV_MOVE:
+		a.node = "n2";
+		break;
+	case EV_MOVED:
+		a.node = "n2";
+		a.path = "/state/checkpoints/7/0badc0de-7-0/ck";
+		break;
 	default:
 		if (ev >= EV_STARTED && ev <= EV_LOST) {
 			wire_add(w, "attempt", "0badc0de-7-0");
@@ -108,6 +115,8 @@ static const char *reason_for(enum job_state from, enum job_event ev)
 	case EV_HOLD: return "held";
 	case EV_BLOCKED: return "waiting for job 5";
 	case EV_DEPENDENCY: return "dependency 5 ended failed";
+	case EV_MOVE: return "transferring checkpoint from its node to n2";
+	case EV_MOVED: return "checkpoint copied from its node; resumes on n2";
 	default: return "before";
 	}
 }
@@ -164,6 +173,42 @@ static void walk(void)
 			job_free(&j);
 		}
 	}
+}
+
+/* A move names its node among the copies once, before the copy; the
+ * copy done, the checkpoint is the copy's, and both survive JSON. */
+static void moved(void)
+{
+	struct ev_arg a = { .node = "n2" };
+	struct cb_err err = { 0 };
+	struct job j, back;
+	char *text;
+
+	job_in(&j, JS_QUEUED);
+	j.checkpoint = strdup("/ck/7");
+	j.checkpoint_node = strdup("n1");
+	CHECK(transition_apply(transition(JS_QUEUED, EV_MOVE), &j, &a, NOW) == 1);
+	CHECK(transition_apply(transition(JS_QUEUED, EV_MOVE), &j, &a, NOW) == 1);
+	CHECK(j.nck_copies == 1 && !strcmp(j.ck_copies[0], "n2"));
+	CHECK_STR(j.reason, "transferring checkpoint from n1 to n2");
+	CHECK_STR(j.checkpoint, "/ck/7");
+	a.path = "/s/checkpoints/7/a/ck";
+	CHECK(transition_apply(transition(JS_QUEUED, EV_MOVED), &j, &a, NOW) == 1);
+	CHECK_STR(j.checkpoint, "/s/checkpoints/7/a/ck");
+	CHECK_STR(j.checkpoint_node, "n2");
+	CHECK_STR(j.reason, "checkpoint copied from n1; resumes on n2");
+	a.node = "n3";
+	CHECK(transition_apply(transition(JS_QUEUED, EV_MOVE), &j, &a, NOW) == 1);
+	CHECK_STR(j.reason, "transferring checkpoint from n2 to n3");
+	text = job_to_json(&j);
+	CHECK(text && job_from_json(text, strlen(text), &back, &err) == 0);
+	if (text && !err.msg) {
+		CHECK(back.nck_copies == 2 && !strcmp(back.ck_copies[1], "n3"));
+		job_free(&back);
+	}
+	free(text);
+	job_free(&j);
+	CHECK(!transition(JS_PAUSED, EV_MOVE) && !transition(JS_RUNNING, EV_MOVED));
 }
 
 /* A placement with `after` is staged: the attempt says whose end
@@ -361,9 +406,10 @@ static void agents(void)
 int main(void)
 {
 	walk();
-	CHECK(rows_walked == 34);
+	CHECK(rows_walked == 36);
 	unchanged();
 	staged();
+	moved();
 	agents();
 	return T_DONE();
 }
