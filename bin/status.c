@@ -450,17 +450,62 @@ static void load_nodes(struct spool *sp, const struct config *c)
 	nnodes = k;
 }
 
+/* The checkpoint transfer to job ID's node under way (nodes/: the
+ * destination's view), and that node's name; NULL: none. */
+static const struct node_transfer *transfer_of(long long id, const char **to)
+{
+	for (size_t i = 0; i < nnodes; i++)
+		for (size_t t = 0; t < nodes[i].ntransfers; t++)
+			if (nodes[i].transfers[t].job == id) {
+				*to = nodes[i].name;
+				return &nodes[i].transfers[t];
+			}
+	return NULL;
+}
+
+/* A job's "transfer": {"from", "to", "bytes_done", "bytes_total"}, or
+ * null (cJSON's text, malloc'd). */
+static char *transfer_json(long long id)
+{
+	const char *to = NULL;
+	const struct node_transfer *t = transfer_of(id, &to);
+	cJSON *o = t ? cJSON_CreateObject() : cJSON_CreateNull();
+	char *text;
+
+	if (!o || (t && (!cJSON_AddStringToObject(o, "from", t->from) ||
+			 !cJSON_AddStringToObject(o, "to", to) ||
+			 !cJSON_AddNumberToObject(o, "bytes_done", (double)t->done) ||
+			 !(t->total < 0 ? cJSON_AddNullToObject(o, "bytes_total")
+					: cJSON_AddNumberToObject(o, "bytes_total", (double)t->total)))) ||
+	    !(text = cJSON_PrintUnformatted(o)))
+		die(EX_OSERR_, "%s", strerror(ENOMEM));
+	cJSON_Delete(o);
+	return text;
+}
+
 static void print_json(void)
 {
 	out_add("{\"jobs\": [", 10);
 	for (size_t i = 0; i < nrows; i++) {
+		const char *js = rows[i]->json;
+		size_t len = strlen(js);
+		char *tr = transfer_json(rows[i]->id);
+
 		out_add(i ? ",\n" : "\n", i ? 2 : 1);
-		out_add(rows[i]->json, strlen(rows[i]->json));
+		/* Its element, with "transfer" last: what nodes/ says now,
+		 * not a part of the record. */
+		while (len && js[len - 1] != '}')
+			len--;
+		out_add(js, len ? len - 1 : 0);
+		out_add(", \"transfer\": ", 14);
+		out_add(tr, strlen(tr));
+		out_add("}", 1);
+		cJSON_free(tr);
 	}
 	out_flush();
 	fputs(nrows ? "\n],\n\"nodes\": [" : "],\n\"nodes\": [", stdout);
 	for (size_t i = 0; i < nnodes; i++) {
-		cJSON *o = cJSON_CreateObject(), *refused;
+		cJSON *o = cJSON_CreateObject(), *refused, *tr;
 		char *since = rfc3339(nodes[i].since), *text = NULL;
 
 		if (!o || !cJSON_AddStringToObject(o, "name", nodes[i].name) ||
@@ -475,6 +520,17 @@ static void print_json(void)
 		for (size_t r = 0; r < nodes[i].nrefused; r++)
 			if (!cJSON_AddItemToArray(refused, cJSON_CreateString(nodes[i].refused[r])))
 				die(EX_OSERR_, "%s", strerror(ENOMEM));
+		/* The checkpoints on their way here: job IDs (strings, as in
+		 * "jobs"). */
+		if (!(tr = cJSON_AddArrayToObject(o, "transfers")))
+			die(EX_OSERR_, "%s", strerror(ENOMEM));
+		for (size_t t = 0; t < nodes[i].ntransfers; t++) {
+			char id[24];
+
+			snprintf(id, sizeof id, "%lld", nodes[i].transfers[t].job);
+			if (!cJSON_AddItemToArray(tr, cJSON_CreateString(id)))
+				die(EX_OSERR_, "%s", strerror(ENOMEM));
+		}
 		if (!(text = cJSON_PrintUnformatted(o)))
 			die(EX_OSERR_, "%s", strerror(ENOMEM));
 		printf("%s\n%s", i ? "," : "", text);
@@ -495,6 +551,17 @@ static void print_nodes(void)
 
 		if (nodes[i].drained)
 			printf("node %s drained: nothing new is placed there\n", nodes[i].name);
+		for (size_t t = 0; t < nodes[i].ntransfers; t++) {
+			const struct node_transfer *x = &nodes[i].transfers[t];
+
+			if (x->total < 0)
+				printf("job %lld on %s: transferring checkpoint from %s: starting\n", x->job,
+				       nodes[i].name, x->from);
+			else
+				printf("job %lld on %s: transferring checkpoint from %s: %.1f of %.1f GiB\n",
+				       x->job, nodes[i].name, x->from, (double)x->done / (1 << 30),
+				       (double)x->total / (1 << 30));
+		}
 		for (size_t r = 0; r < nodes[i].nrefused; r++) {
 			if (!(why = printable(nodes[i].refused[r])))
 				die(EX_OSERR_, "%s", strerror(ENOMEM));

@@ -70,6 +70,19 @@ char *node_status_text(const struct node_status *ns)
 		ok = r && cJSON_AddItemToArray(refused, r);
 	}
 
+	cJSON *tr = ok ? cJSON_AddArrayToObject(o, "transfers") : NULL;
+
+	ok = ok && tr;
+	for (size_t i = 0; ok && i < ns->ntransfers; i++) {
+		const struct node_transfer *t = &ns->transfers[i];
+		cJSON *x = cJSON_CreateObject();
+
+		ok = x && cJSON_AddItemToArray(tr, x) && cJSON_AddNumberToObject(x, "job", (double)t->job) &&
+		     cJSON_AddStringToObject(x, "from", t->from) &&
+		     cJSON_AddNumberToObject(x, "bytes_done", (double)t->done) &&
+		     (t->total < 0 ? cJSON_AddNullToObject(x, "bytes_total") != NULL
+				   : cJSON_AddNumberToObject(x, "bytes_total", (double)t->total) != NULL);
+	}
 	for (size_t i = 0; ok && i < ns->ncards; i++) {
 		cJSON *c = card_json(&ns->cards[i]);
 
@@ -124,6 +137,26 @@ static void refused_read(const cJSON *o, struct node_status *ns)
 	cJSON_ArrayForEach(x, v)
 		if (cJSON_IsString(x) && (ns->refused[ns->nrefused] = strdup(x->valuestring)))
 			ns->nrefused++;
+}
+
+/* NS's transfers from the "transfers" array of O; what is not one is
+ * left out. */
+static void transfers_read(const cJSON *o, struct node_status *ns)
+{
+	const cJSON *v = cJSON_GetObjectItem(o, "transfers"), *x;
+	int n = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 0;
+
+	if (n <= 0 || !(ns->transfers = calloc((size_t)n, sizeof *ns->transfers)))
+		return;
+	cJSON_ArrayForEach(x, v) {
+		struct node_transfer *t = &ns->transfers[ns->ntransfers];
+
+		if (!cJSON_IsObject(x) || (t->job = num(x, "job", 0)) < 1 ||
+		    (t->done = num(x, "bytes_done", -1)) < 0 || !(t->from = str(x, "from")))
+			continue;
+		t->total = num(x, "bytes_total", -1);
+		ns->ntransfers++;
+	}
 }
 
 /* NS's cards from the "gpus" array of O; what is not a card is left out. */
@@ -195,6 +228,7 @@ int spool_node_list(struct spool *sp, struct node_status **vp, size_t *np)
 			v[k].since = num(o, "since_ms", 0);
 			cards_read(o, &v[k]);
 			refused_read(o, &v[k]);
+			transfers_read(o, &v[k]);
 			v[k].drained = spool_drain_get(sp, v[k].name, &ck, &err) == 1;
 			cb_err_free(&err);
 			k++;
@@ -221,6 +255,9 @@ void node_status_clear(struct node_status *ns)
 	for (size_t r = 0; r < ns->nrefused; r++)
 		free(ns->refused[r]);
 	free(ns->refused);
+	for (size_t t = 0; t < ns->ntransfers; t++)
+		free(ns->transfers[t].from);
+	free(ns->transfers);
 	memset(ns, 0, sizeof *ns);
 }
 

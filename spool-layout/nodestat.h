@@ -40,6 +40,15 @@ struct node_status {
 	 * each its reason ("alice: not authorized on lab-a (...)") */
 	char **refused;
 	size_t nrefused;
+	/* Checkpoints being copied here (checkpoint_transfer), each job's
+	 * with its source node and the bytes done of its total (-1: not
+	 * known yet) */
+	struct node_transfer {
+		long long job;
+		char *from;
+		long long done, total;
+	} *transfers;
+	size_t ntransfers;
 };
 /* The text of nodes/NAME.json for NS (malloc'd; NULL: out of memory),
  * and the file written (atomically, not synced: it is a view). */

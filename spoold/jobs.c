@@ -177,7 +177,7 @@ static void follow(struct daemon *d, struct job *j, enum job_state from, enum jo
 	struct rent *re = r_find(d, j->id);
 	const struct attempt *at = job_last_attempt(j);
 	/* A queued job whose place or eligibility changed is queued anew. */
-	int requeue = ev == EV_PROMOTE || ev == EV_HOLD || ev == EV_RELEASE;
+	int requeue = ev == EV_PROMOTE || ev == EV_HOLD || ev == EV_RELEASE || ev == EV_MOVED;
 
 	if (re && node_ev(ev)) {
 		/* Launched onto a node drained meanwhile with --checkpoint:
@@ -204,7 +204,14 @@ static void follow(struct daemon *d, struct job *j, enum job_state from, enum jo
 	else if (written)
 		logmsg("job %lld: %s%s%s", j->id, job_state_name(j->state), j->reason ? ": " : "",
 		       j->reason ? j->reason : "");
+	/* Its owner, for the calls about its checkpoint copies. */
+	size_t user = qe ? qe->user : re ? re->user : 0;
+
 	if (qe && (j->state != JS_QUEUED || requeue)) {
+		/* Out of the queue (placed, cancelled): its copy, if one is
+		 * on its way, is no longer wanted. */
+		if (j->state != JS_QUEUED)
+			move_stop(d, j->id);
 		q_remove(d, qe);
 		qent_free(qe);
 		d->dirty = 1;
@@ -213,6 +220,8 @@ static void follow(struct daemon *d, struct job *j, enum job_state from, enum jo
 	 * then finds the job in the queue. */
 	if (j->state == JS_QUEUED && (from != JS_QUEUED || requeue))
 		enqueue(d, j);
+	if (written && job_state_final(j->state) && !job_state_final(from) && j->nck_copies)
+		drops_add(d, j, user);
 	if (written && job_state_final(j->state) && !job_state_final(from))
 		deps_ended(d, j->id, j->state);
 	else if (written && j->state == JS_PAUSED && from != JS_PAUSED)
@@ -239,6 +248,12 @@ static void follow(struct daemon *d, struct job *j, enum job_state from, enum jo
 		if (re)
 			turn_after(d, &(struct effect){ EF_CANCEL, j->id, re->aid, NULL });
 		break;
+	case EV_MOVE:
+		if (qe && move_add(d, j, a->node_index, qe->user) < 0)
+			logmsg("job %lld: out of memory: its checkpoint is not transferred", j->id);
+		else if (qe)
+			turn_after(d, &(struct effect){ EF_MOVE, j->id, NULL, NULL });
+		break;
 	case EV_PAUSE:
 		if (!j->def.resume_command)
 			logmsg("job %lld: pause: not resumable (no resume_command)", j->id);
@@ -259,6 +274,10 @@ void effect_run(struct daemon *d, const struct effect *ef)
 {
 	struct rent *re = ef->kind == EF_CTL_DONE ? NULL : r_find(d, ef->id);
 
+	if (ef->kind == EF_MOVE) {
+		move_start(d, ef->id);
+		return;
+	}
 	if (ef->kind == EF_CTL_DONE) {
 		if (unlinkat(d->sp.dir[SD_CTL], ef->name, 0) < 0 && errno != ENOENT)
 			logmsg("ctl/%s: %s", ef->name, strerror(errno));
@@ -645,6 +664,22 @@ int node_status_of(struct daemon *d, const struct node *n, struct node_status *n
 	for (size_t u = 0; u < n->nacct; u++)
 		if (n->acct[u].state == ACCT_REFUSED && n->acct[u].why)
 			ns->refused[ns->nrefused++] = n->acct[u].why;
+	/* The checkpoints on their way here (moves.c): the names are the
+	 * config's. */
+	for (size_t i = 0; i < d->nmoves; i++) {
+		const struct move *m = &d->moves[i];
+		struct node_transfer *t;
+
+		if (&d->nodes[m->to] != n || m->a.pid <= 0)
+			continue;
+		if (!(t = realloc(ns->transfers, (ns->ntransfers + 1) * sizeof *t))) {
+			node_status_of_free(ns);
+			return -1;
+		}
+		ns->transfers = t;
+		t[ns->ntransfers++] = (struct node_transfer){ m->id, (char *)d->nodes[m->from].conf->name,
+							      m->done, m->total };
+	}
 	for (size_t i = 0; n->known && i < n->ngpus; i++) {
 		const struct gpu_info *g = &n->gpus[i];
 		struct node_card *c = &ns->cards[ns->ncards++];
@@ -674,6 +709,9 @@ void node_status_of_free(struct node_status *ns)
 	free(ns->refused);
 	ns->refused = NULL;
 	ns->nrefused = 0;
+	free(ns->transfers);
+	ns->transfers = NULL;
+	ns->ntransfers = 0;
 }
 
 /* N's view, or NULL (out of memory).  Drained is not in it: drain/

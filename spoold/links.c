@@ -17,10 +17,13 @@ size_t links_pollfds(struct daemon *d, struct pollset *ps)
 	for (size_t k = 0; k < d->nnodes; k++) {
 		struct node *nd = &d->nodes[k];
 
-		if (pollset_room(ps, 8) < 0)
+		if (pollset_room(ps, 11) < 0)
 			return calls;
 		n = stream_pollfd(&nd->watch, ps->p + ps->n);
 		pollset_who(ps, n, PW_STREAM, k, 0);
+		n = acall_pollfd(&nd->drop, ps->p + ps->n);
+		pollset_who(ps, n, PW_DROP, k, 0);
+		calls += n > 0;
 		n = acall_pollfd(&nd->query, ps->p + ps->n);
 		pollset_who(ps, n, PW_QUERY, k, 0);
 		calls += n > 0;
@@ -35,6 +38,13 @@ size_t links_pollfds(struct daemon *d, struct pollset *ps)
 				pollset_who(ps, n, PW_STREAM, k, (long long)u);
 			}
 		}
+	}
+	for (size_t i = 0; i < d->nmoves; i++) {
+		if (pollset_room(ps, 3) < 0)
+			return calls;
+		n = acall_pollfd(&d->moves[i].a, ps->p + ps->n);
+		pollset_who(ps, n, PW_MOVE, d->moves[i].to, d->moves[i].id);
+		calls += n > 0;
 	}
 	for (size_t i = 0; i < d->nr; i++) {
 		struct rent *e = &d->r[i];
@@ -91,6 +101,12 @@ void links_events(struct daemon *d, const struct pollset *ps, size_t from)
 			if ((e = r_find(d, w->job)) && acall_read(&e->call, &status))
 				launch_call_done(d, e, status);
 			break;
+		case PW_MOVE:
+			move_read(d, w->job);
+			break;
+		case PW_DROP:
+			drop_read(d, w->node);
+			break;
 		case PW_PAUSE:
 			if ((e = r_find(d, w->job)) && acall_read(&e->pause, &status)) {
 				if (e->unstaging)
@@ -124,6 +140,7 @@ void links_timers(struct daemon *d, long long now, long long *next)
 		due(&n->query, next);
 	}
 	acct_timers(d, now, next);
+	moves_timers(d, now, next);
 	for (size_t i = 0; i < d->nr; i++) {
 		struct rent *e = &d->r[i];
 

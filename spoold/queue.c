@@ -169,6 +169,11 @@ struct qent *qent_from_job(struct daemon *d, const struct job *j, const char *na
 		return NULL;
 	e->fs = fs;
 	e->prefer = fs ? ck->name : NULL;
+	/* checkpoint_transfer: its checkpoint may be copied where it runs
+	 * (moves.c); a job pinned with `node`, or one of a Slurm node's,
+	 * resumes where it is. */
+	e->travel = ck && j->def.checkpoint_transfer && !j->def.node && !ck->slurm_partition &&
+		    d->cfg.checkpoint_transfer_max_gib > 0;
 	e->id = j->id;
 	e->prio = j->priority;
 	e->queued_at = j->queued_at;

@@ -90,7 +90,8 @@ static struct plan_job plan_job_of(const struct qent *e)
 				  .ngpus = e->ngpus, .node = e->node, .never_noted = e->never_noted,
 				  .held = e->held, .blocked = e->blocked, .begin = e->begin,
 				  .fs = e->fs, .prefer = e->prefer,
-				  .away = (const char *const *)e->away, .naway = e->naway };
+				  .away = (const char *const *)e->away, .naway = e->naway,
+				  .travel = e->travel && mono_now() >= e->travel_at };
 }
 
 /* The running jobs (preemption, the baton) into V[0..d->nr); a staged
@@ -156,8 +157,9 @@ static void preempt_all(struct daemon *d, const struct plan_in *in, const struct
 	}
 }
 
-/* Job ID has been placed: what was kept for it is its no more. */
-static void cards_taken(struct daemon *d, long long id)
+/* Job ID has been placed (or its move failed): what was kept for it
+ * is its no more. */
+void resv_drop(struct daemon *d, long long id)
 {
 	size_t n = 0;
 
@@ -223,6 +225,8 @@ static struct plan_in plan_input(struct daemon *d, long long now, struct plan_jo
 
 	for (size_t i = 0; i < d->nq; i++) {
 		jobs[i] = plan_job_of(d->q[i]);
+		/* Its checkpoint on its way to a node: placed once it is there. */
+		jobs[i].held |= move_find(d, d->q[i]->id) != NULL;
 		qv[i] = d->q[i];
 	}
 	ngroups = plan_groups(d, jobs, ids, groups);
@@ -324,9 +328,17 @@ static void launch_all(struct daemon *d, const struct plan_in *in, const struct 
 			d->dirty = 1;
 			continue;
 		}
+		/* Its checkpoint is copied there first (moves.c): the cards
+		 * are kept for it meanwhile. */
+		if (pl->moved) {
+			keep_cards(d, e->id, pl->node, pl->cards, pl->ncards, MOVE_KEEP_S);
+			job_step(d, e->id, EV_MOVE, &(struct ev_arg){ .node = n->conf->name,
+								     .node_index = pl->node });
+			continue;
+		}
 		if (launch(d, e, pl->node, pl->cards, pl->ncards, NULL, 0, NULL) == 0) {
 			leases_taken(n, r_find(d, in->jobs[pl->job].id));
-			cards_taken(d, in->jobs[pl->job].id);
+			resv_drop(d, in->jobs[pl->job].id);
 		}
 		launched[pl->node] = 1;
 	}

@@ -18,6 +18,7 @@
 #define RECONCILE_MS 5000       /* ask each node about its running attempts */
 #define GPU_POLL_MS 2000        /* re-read GPUs while jobs wait for cards */
 #define RESV_MARGIN_S 30        /* preemption: cards kept past the victims' grace */
+#define MOVE_KEEP_S (24 * 3600) /* a checkpoint transfer: its cards kept at most this long */
 #define BACKOFF_MIN_MS 1000     /* unreachable node: first retry */
 #define BACKOFF_MAX_MS 60000
 #define STALL_RETRY_MS 1000     /* spool not writable (full, read-only): probe again */
@@ -137,6 +138,16 @@ struct node {
 	int drained, drain_ck;          /* SPOOL/drain/NAME (drain.h): nothing new here;
 					   its resumable jobs yield */
 	int drain_said;                 /* drain/NAME is no drain file: logged */
+	/* Checkpoint copies to remove here, the jobs over (moves.c), the
+	 * first one's call in DROP */
+	struct drop {
+		long long id;
+		size_t user;            /* the account it goes through (0: the node's) */
+		long long at;           /* mono ms: not tried before (after a failure) */
+		int said;               /* its failure logged */
+	} *drops;
+	size_t ndrops;
+	struct acall drop;
 };
 
 /* A queued job, as much as scheduling needs. */
@@ -171,6 +182,11 @@ struct qent {
 	size_t user;                    /* a lab's: its owner, d->tally[user - 1]; 0: none */
 	int limit_noted;                /* its "user limit" reason is on disk */
 	int acct_noted;                 /* ... or that its owner is not authorized (accts.c) */
+	/* checkpoint_transfer: when no node that sees its checkpoint takes
+	 * it, another may, by a copy (moves.c; cleared when the checkpoint
+	 * itself cannot be copied) */
+	int travel;
+	long long travel_at, travel_backoff;   /* mono ms: not moved before (a copy cut short) */
 };
 
 /* A user of a lab's spool, as the daemon counts (tally.c). */
@@ -292,6 +308,9 @@ struct daemon {
 		long long job, until;   /* until: mono ms */
 	} *resv;
 	size_t nresv;
+	/* checkpoint transfers under way (moves.c), one per job at most */
+	struct move *moves;
+	size_t nmoves;
 	/* on_finish hooks (hooks.c): SPOOL/hooks, the ones running, and
 	 * the job IDs of those due, in order (hookq[hookq_head..hookq_n)). */
 	/* Metrics (metrics.h), written to SPOOL/metrics.prom at most once
@@ -307,12 +326,26 @@ struct daemon {
 	size_t hookq_head, hookq_n, hookq_cap;
 };
 
+/* A checkpoint being copied to another node (moves.c): job ID's, from
+ * node FROM (PATH there, the checkpoint of attempt AID) to node TO, as
+ * its owner USER; the mover in A (pid 0: not started yet: its record
+ * is not durable yet); what it has said of its progress. */
+struct move {
+	long long id;
+	size_t from, to, user;
+	char *path, *aid;
+	struct acall a;
+	long long started;              /* wall ms */
+	long long done, total;          /* bytes; total -1: not known yet */
+};
+
 /* What is done once a turn's records are durable (turn.c, jobs.c). */
 enum effect_kind {
 	EF_LAUNCH,                      /* send job ID's attempt AID to its node */
 	EF_CANCEL,                      /* ask the node to stop job ID's attempt */
 	EF_PAUSE,                       /* ask the node to pause job ID's attempt AID */
 	EF_CTL_DONE,                    /* remove ctl/NAME, applied */
+	EF_MOVE,                        /* start job ID's checkpoint transfer (moves.c) */
 };
 struct effect {
 	enum effect_kind kind;
@@ -431,6 +464,26 @@ void cancel_after_attempt(struct daemon *d, long long id, const char *req);
  * becomes "waiting: WHY" (written only when it changes). */
 enum wait_kind { WAIT_NEVER, WAIT_FULL, WAIT_LIMIT, WAIT_ACCT };
 void note_waiting(struct daemon *d, struct qent *e, const char *why, enum wait_kind kind);
+
+/* moves.c: checkpoint transfers (the design at its top) */
+struct move *move_find(const struct daemon *d, long long id);
+/* A move of job J's checkpoint to node TO, for its owner USER, to be
+ * started by EF_MOVE (move_start).  0 (nothing: one is there, or the
+ * record says no checkpoint), or -1 (out of memory). */
+int move_add(struct daemon *d, const struct job *j, size_t to, size_t user);
+void move_start(struct daemon *d, long long id);
+void move_read(struct daemon *d, long long id);            /* PW_MOVE */
+/* M did not give a whole copy: WHY, which SIDE failed ("from", "to",
+ * NULL: the mover itself) with what exit CODE; M is gone after it. */
+void move_failed(struct daemon *d, struct move *m, const char *why, const char *side, int code);
+void move_stop(struct daemon *d, long long id);            /* the job left the queue */
+/* Job J (its owner USER) has ended: its copies are removed. */
+void drops_add(struct daemon *d, const struct job *j, size_t user);
+void drop_read(struct daemon *d, size_t k);               /* PW_DROP */
+void moves_timers(struct daemon *d, long long now, long long *next);
+void moves_free(struct daemon *d);
+/* sched.c: the cards kept for job ID are its no more. */
+void resv_drop(struct daemon *d, long long id);
 /* Launch E on NODE's cards GPUS, or, with NAFTER attempts AFTER (the
  * baton), stage it there to start when they end (WHY: its reason). */
 int launch(struct daemon *d, struct qent *e, size_t node, const int *gpus, size_t ngpus,
@@ -530,11 +583,12 @@ void stream_timers(struct daemon *d, long long now, long long *next);
 
 /* acall.c: node calls in flight, and every link's descriptors for the
  * main loop's poll (a pollwho says whose each one is). */
-enum { PW_INOTIFY, PW_SIGNAL, PW_STREAM, PW_QUERY, PW_CHECK, PW_LAUNCH, PW_PAUSE, PW_HOOK };
+enum { PW_INOTIFY, PW_SIGNAL, PW_STREAM, PW_QUERY, PW_CHECK, PW_LAUNCH, PW_PAUSE, PW_HOOK,
+       PW_MOVE, PW_DROP };
 struct pollwho {
 	int kind;
 	size_t node;
-	long long job;                  /* PW_LAUNCH, PW_PAUSE: looked up again;
+	long long job;                  /* PW_LAUNCH, PW_PAUSE, PW_MOVE: looked up again;
 					   PW_CHECK, PW_STREAM: the account
 					   (check_of, stream_of; 0: the node's) */
 					/* PW_HOOK: node is the slot */

@@ -230,4 +230,5 @@ void turn_free(struct daemon *d)
 	}
 	free(d->after);
 	free(d->resv);
+	moves_free(d);
 }
