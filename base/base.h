@@ -11,13 +11,14 @@
  *
  * Files: fmt.c (xasprintf), clock.c (the clocks), file.c (writes,
  * reads, the atomic write, mkdir -p, the program's directory), lock.c
- * (flock).
+ * (flock), sha256.c (SHA-256).
  */
 #ifndef CARDBATON_BASE_H
 #define CARDBATON_BASE_H
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* sysexits(3) codes, spelt out (no <sysexits.h> on some libcs), and
@@ -152,5 +153,23 @@ int lock_at(int dirfd, const char *name, int how, int create, int *fdp);
  * temporary files named after their writer: a writer that is gone
  * left garbage; a reused PID only keeps the garbage a while longer. */
 int pid_gone(long pid);
+
+/* ---- sha256.c --------------------------------------------------------- */
+
+/* SHA-256 (FIPS 180-4), fed in pieces of any size: sha256_init, then
+ * sha256_update as often as needed, then sha256_final writes the
+ * 32-byte digest (and wipes the context; init it again to reuse it).
+ * The checkpoint stream's checksum (worker/ckpt.c). */
+struct sha256 {
+	uint32_t h[8];
+	uint64_t len;                   /* bytes hashed so far */
+	unsigned char buf[64];          /* a partial block */
+	size_t nbuf;
+};
+void sha256_init(struct sha256 *s);
+void sha256_update(struct sha256 *s, const void *data, size_t len);
+void sha256_final(struct sha256 *s, unsigned char out[32]);
+/* D as 64 lower-case hex digits and a NUL. */
+void sha256_hex(const unsigned char d[32], char out[65]);
 
 #endif

@@ -36,7 +36,8 @@
  * cmds.c (gpus, status, watch, cancel, pause, log), baton.c (staged
  * attempts: the baton, unstage), nvml.c (NVML,
  * through dlopen), nvsmi.c (nvidia-smi), json.c (the checkpoint
- * marker), util.c (messages, paths, state records); ../base/ (I/O, the
+ * marker), ckpt.c (a checkpoint copied between nodes: send,
+ * receive, drop), util.c (messages, paths, state records); ../base/ (I/O, the
  * atomic write, locks, clocks, exit codes), shared with the controller.
  */
 #include <errno.h>
@@ -59,6 +60,9 @@ static const char help[] =
 	"       " PROG " [-d STATE_DIR] baton\n"
 	"       " PROG " [-d STATE_DIR] deck ID   (a staged attempt's wait, left by launch)\n"
 	"       " PROG " [-d STATE_DIR] slurm-job ID   (a Slurm batch script's command)\n"
+	"       " PROG " [-d STATE_DIR] send-checkpoint [--max BYTES] PATH   (the stream on stdout)\n"
+	"       " PROG " [-d STATE_DIR] receive-checkpoint JOB_ID ATTEMPT_ID   (the stream on stdin)\n"
+	"       " PROG " [-d STATE_DIR] drop-checkpoints JOB_ID...\n"
 	"       " PROG " gate STATE_DIR   (a lab key's forced command: $SSH_ORIGINAL_COMMAND)\n"
 	"STATE_DIR defaults to " DEFAULT_STATE_DIR "; see LAYOUT.md section 10.\n"
 	"--slurm PARTITION [--sbatch-arg ARG]...: the node is that Slurm partition\n"
@@ -70,7 +74,9 @@ static const char help[] =
 static int usage(void)
 {
 	return wk_err(EX_USAGE_, "usage: %s [-d STATE_DIR] version|gpus|launch|status ID...|"
-		      "watch|cancel ID|pause ID|log ID [-f]|unstage ID|baton|deck ID", PROG);
+		      "watch|cancel ID|pause ID|log ID [-f]|unstage ID|baton|deck ID|"
+		      "send-checkpoint [--max BYTES] PATH|receive-checkpoint JOB_ID ATTEMPT_ID|"
+		      "drop-checkpoints JOB_ID...", PROG);
 }
 
 static const struct {
@@ -88,6 +94,9 @@ static const struct {
 	{ "baton", cmd_baton },
 	{ "deck", cmd_deck },
 	{ "slurm-job", cmd_slurm_job },
+	{ "send-checkpoint", cmd_send_checkpoint },
+	{ "receive-checkpoint", cmd_receive_checkpoint },
+	{ "drop-checkpoints", cmd_drop_checkpoints },
 };
 
 int main(int argc, char **argv)

@@ -6,6 +6,7 @@
 #define CARDBATON_WORKER_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* Built inside the repository with -Ibase -Ispool-layout, from a flat
@@ -261,6 +262,98 @@ int nvml_query(struct nv_info *info, enum nv_what what, long long deadline, char
  * failure is said by the query that meets it. */
 void nvml_preload(void);
 
+/* ---- ckpt.c: a checkpoint copied between nodes (issue 35) ---------------- */
+
+/*
+ * The stream `send-checkpoint` writes and `receive-checkpoint` reads
+ * (man cardbaton-worker(8), LAYOUT.md section 10): ASCII header lines,
+ * fields separated by one space, numbers in decimal without sign or
+ * leading zero (MODE in octal, at most 777):
+ *     cardbaton-checkpoint 1 TOTAL ENTRIES\n
+ *     d MODE NAMELEN\n NAME                 (ENTRIES of these two)
+ *     f MODE SIZE NAMELEN\n NAME DATA
+ *     end SHA256HEX\n                       (of every byte before it)
+ * NAME (1 to CK_NAME_MAX bytes, no NUL) follows its line's '\n' at
+ * once.  The first entry is the root, one component; every other one
+ * is ROOT/.../NAME, of non-empty components other than "." and "..",
+ * whose parent is a directory sent before it.
+ */
+#define CK_MAGIC "cardbaton-checkpoint"
+#define CK_VERSION 1
+#define CK_NAME_MAX 4096                /* bytes of an entry's whole name */
+/* Components of a name, at most: the receiver and drop-checkpoints
+ * remove a tree with one descriptor per level. */
+#define CK_DEPTH_MAX 256
+#define CK_ENTRIES_MAX (1u << 22)
+#define CK_NAMES_MAX ((uint64_t)1 << 28)  /* bytes of all the names together */
+#define CK_SIZE_MAX ((uint64_t)INT64_MAX) /* a file's size, and TOTAL */
+#define CK_LINE_MAX 128                 /* a header line, '\n' included: longer is refused */
+#define CK_CHUNK (256u << 10)           /* the sender's writes and the receiver's reads */
+/* sysexits' EX_CANTCREAT: the receiver's disk (or quota) is full. */
+#define CK_EX_NOSPACE 73
+
+/* What one ck_feed step found. */
+enum ck_kind {
+	CK_NONE,        /* nothing yet: the bytes were taken, feed more */
+	CK_HEADER,      /* size: TOTAL, entries: ENTRIES */
+	CK_DIR,         /* name, namelen, mode */
+	CK_FILE,        /* name, namelen, mode, size; its DATA follows as CK_DATA */
+	CK_DATA,        /* data[0..len) of the file last begun (in the caller's buffer) */
+	CK_END,         /* the end line, checked: sum (the hex); only EOF may follow */
+};
+
+struct ck_event {
+	enum ck_kind kind;
+	const char *name;       /* NUL-terminated; valid until the next ck_feed */
+	size_t namelen;
+	unsigned mode;          /* permission bits, <= 0777 */
+	uint64_t size, entries;
+	const unsigned char *data;
+	size_t len;
+};
+
+/* A name received (the parser's set: duplicates, parents). */
+struct ck_name {
+	char *s;
+	size_t len;
+	uint64_t hash;
+	int dir;
+};
+
+/* The stream's incremental parser: no I/O, any bytes in, in chunks of
+ * any size (the receiver's side, and tests/fuzz/fuzz_ckstream.c). */
+struct ck_parser {
+	int state;
+	int bad;                /* refused: why says why */
+	int sum_bad;            /* ... because the checksum did not match */
+	char *why;              /* malloc'd, one line */
+	char line[CK_LINE_MAX];
+	size_t linelen;
+	char *name;             /* CK_NAME_MAX + 1 */
+	size_t namelen, namegot;
+	int ftype;              /* the entry being read: 'd' or 'f' */
+	unsigned fmode;
+	uint64_t fsize;
+	uint64_t total, entries, seen, bytes, remaining, namebytes;
+	uint64_t off;           /* bytes taken so far */
+	uint64_t end_off;       /* where the end line began, once it has */
+	size_t rootlen;
+	struct sha256 sha;      /* of every byte before the end line */
+	char sum[65];           /* the end line's hex, once checked */
+	struct ck_name *set;    /* open addressing, cap a power of two */
+	size_t nset, capset;
+};
+void ck_init(struct ck_parser *p);
+/* Take bytes of BUF[0..LEN) up to the next event (*EV; CK_NONE when
+ * they were all taken without one): how many were taken (0 only for
+ * LEN 0), or -1 when the stream is refused (p->why; every later call
+ * -1 too) or out of memory (errno ENOMEM, p->why NULL). */
+long ck_feed(struct ck_parser *p, const void *buf, size_t len, struct ck_event *ev);
+/* At EOF: 1 when the stream was whole (CK_END given), 0 when it was
+ * cut (ended before its end line). */
+int ck_complete(const struct ck_parser *p);
+void ck_free(struct ck_parser *p);
+
 /* ---- the commands ----------------------------------------------------- */
 
 int cmd_gpus(struct wk_state *st, int argc, char **argv);
@@ -276,6 +369,11 @@ int cmd_deck(struct wk_state *st, int argc, char **argv);
 int cmd_unstage(struct wk_state *st, int argc, char **argv);
 /* slurm.c: the batch script's command, inside the allocation. */
 int cmd_slurm_job(struct wk_state *st, int argc, char **argv);
+/* ckpt.c: a checkpoint copied between nodes (the daemon relays the
+ * sender's stdout into the receiver's stdin). */
+int cmd_send_checkpoint(struct wk_state *st, int argc, char **argv);
+int cmd_receive_checkpoint(struct wk_state *st, int argc, char **argv);
+int cmd_drop_checkpoints(struct wk_state *st, int argc, char **argv);
 
 /* ---- slurm.c: the other commands' Slurm side ---------------------------- */
 

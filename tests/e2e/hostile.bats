@@ -1422,3 +1422,48 @@ CASES
 		[ -z "$output" ]
 	done
 }
+
+# ---- checkpoint transfer (issue 35): the worker's copy commands -------------
+# (worker/ckpt.c; tests/e2e/ckstream.bats has every stream refusal.)  The
+# IDs and names a daemon or a hostile sender could hand the worker never
+# name a path outside STATE/checkpoints/JOB/, and a link planted there is
+# never followed.
+
+@test "checkpoint transfer: traversal in IDs and stream names, linked checkpoints/: refused, never followed" {
+	local ck=$STATE/checkpoints
+	for a in "../1 a" "1 ../../x" "1/2 a" "-- -1 a" "1 a/b" "1 .part"; do
+		run --separate-stderr cardbaton-worker receive-checkpoint $a < /dev/null
+		failed 64 cardbaton-worker
+	done
+	run --separate-stderr cardbaton-worker drop-checkpoints ../..
+	failed 64 cardbaton-worker
+	run --separate-stderr cardbaton-worker send-checkpoint ../etc
+	failed 64 cardbaton-worker
+	[ ! -e "$ck" ]
+	# Names that climb out, or start at /: refused, nothing made.
+	for s in 'd 755 2\nckd 755 8\nck/../..' 'd 755 2\nckd 755 7\n/tmp/ck' 'd 755 2\n..'; do
+		run --separate-stderr cardbaton-worker receive-checkpoint 1 a < <(printf "cardbaton-checkpoint 1 0 2\n$s")
+		failed 65 cardbaton-worker
+		[ -z "$(ls -A "$ck/1")" ]
+	done
+	# checkpoints/ or checkpoints/JOB a link elsewhere: not written
+	# through, not removed through.
+	mkdir -p "$T/src/ck" "$T/elsewhere"
+	printf 'x' > "$T/src/ck/f"
+	cardbaton-worker send-checkpoint "$T/src/ck" > "$T/stream"
+	ln -s "$T/elsewhere" "$ck/2"
+	run --separate-stderr cardbaton-worker receive-checkpoint 2 a < "$T/stream"
+	failed 74 cardbaton-worker
+	[ -z "$(ls -A "$T/elsewhere")" ]
+	mkdir "$T/elsewhere/kept"
+	run --separate-stderr cardbaton-worker drop-checkpoints 2
+	[ "$status" -eq 0 ]
+	[ ! -L "$ck/2" ] && [ -d "$T/elsewhere/kept" ]
+	rm -r "$ck"
+	ln -s "$T/elsewhere" "$ck"
+	run --separate-stderr cardbaton-worker receive-checkpoint 3 a < "$T/stream"
+	failed 74 cardbaton-worker
+	run --separate-stderr cardbaton-worker drop-checkpoints 3
+	failed 74 cardbaton-worker
+	[ "$(ls -A "$T/elsewhere")" = kept ]
+}

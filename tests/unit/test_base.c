@@ -153,6 +153,68 @@ static void locks(int dfd)
 	CHECK(lock_at(dfd, "lk2", LOCK_EX, 1, &a) < 0 && errno == ELOOP);
 }
 
+/* D's hex digest of BUF[0..LEN) fed in pieces of STEP bytes (STEP 0:
+ * at once). */
+static void sha_of(const void *buf, size_t len, size_t step, char hex[65])
+{
+	struct sha256 s;
+	unsigned char d[32];
+	const unsigned char *p = buf;
+
+	sha256_init(&s);
+	if (!step)
+		sha256_update(&s, p, len);
+	for (size_t off = 0; step && off < len; off += step)
+		sha256_update(&s, p + off, len - off < step ? len - off : step);
+	sha256_final(&s, d);
+	sha256_hex(d, hex);
+}
+
+/* FIPS 180-4's examples (the NIST CSRC "SHA256.pdf" vectors). */
+static void sha256_vectors(void)
+{
+	static const char two[] = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+	char hex[65];
+	char *mil = malloc(1000000);
+	struct sha256 s;
+	unsigned char d[32];
+	/* Odd sizes, so that every piece meets the block boundaries at a
+	 * different offset, and pieces smaller and larger than a block. */
+	static const size_t odd[] = { 1, 3, 63, 65, 127, 4093 };
+
+	sha_of("", 0, 0, hex);
+	CHECK_STR(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+	sha_of("abc", 3, 0, hex);
+	CHECK_STR(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+	sha_of(two, strlen(two), 0, hex);
+	CHECK_STR(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+	sha_of(two, strlen(two), 5, hex);
+	CHECK_STR(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+	CHECK(mil != NULL);
+	if (!mil)
+		return;
+	memset(mil, 'a', 1000000);
+	sha_of(mil, 1000000, 0, hex);
+	CHECK_STR(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+	for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) {
+		sha_of(mil, 1000000, odd[i], hex);
+		CHECK_STR(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+	}
+	/* Lengths 55, 56 and 64: the padding's one-block and two-block
+	 * cases (the 448-bit message above is the 56-byte one). */
+	sha_of(mil, 55, 0, hex);
+	CHECK_STR(hex, "9f4390f8d30c2dd92ec9f095b65e2b9ae9b0a925a5258e241c9f1e910f734318");
+	sha_of(mil, 64, 7, hex);
+	CHECK_STR(hex, "ffe054fe7ae0cb6dc65c3af9b61d5209f439851db43d0ba5997337df154668eb");
+	/* A context is reusable after init. */
+	sha256_init(&s);
+	sha256_update(&s, "x", 1);
+	sha256_final(&s, d);
+	sha_of("abc", 3, 1, hex);
+	CHECK_STR(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+	free(mil);
+}
+
 int main(void)
 {
 	char tmpl[] = "/tmp/test_base.XXXXXX";
@@ -167,6 +229,7 @@ int main(void)
 	reads(dfd);
 	writes(dfd);
 	locks(dfd);
+	sha256_vectors();
 	close(dfd);
 	{
 		char *cmd = xasprintf("rm -rf '%s'", dir);
