@@ -379,7 +379,8 @@ void move_start(struct daemon *d, long long id)
 }
 
 /* The mover's records so far: how far it is (the destination's view
- * says it, nodes/NAME.json), and at its end its last word into *LAST. */
+ * says it, nodes/NAME.json); at its end (LAST) its last word into
+ * *LAST, left in its buffer till then. */
 static void move_heard(struct daemon *d, struct move *m, struct wire_rec *last)
 {
 	struct sbuf *b = &m->a.buf;
@@ -395,20 +396,19 @@ static void move_heard(struct daemon *d, struct move *m, struct wire_rec *last)
 			wire_free(&w);
 			break;
 		}
-		off += (size_t)used;
 		if (wire_get_ll(&w, "done", &done) == 0 && wire_get_ll(&w, "total", &total) == 0) {
 			m->done = done;
 			m->total = total;
 			node_view_due(&d->nodes[m->to]);
 			wire_free(&w);
-			continue;
-		}
-		if (last) {
+		} else if (last) {
 			wire_free(last);
 			*last = w;
 		} else {
 			wire_free(&w);
+			break;          /* its last word: read at its end */
 		}
+		off += (size_t)used;
 	}
 	if (off) {
 		/* What is left: a record not whole yet. */

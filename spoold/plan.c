@@ -915,8 +915,9 @@ int plan(const struct plan_in *in, long long now, struct plan_out *out)
 			continue;
 		}
 		/* No free card and no CPU job left: nothing more can be
-		 * placed, and the pass costs the work, not the queue. */
-		if (!nfree && !ncpu && !in->preempt && !nshare) {
+		 * placed, and the pass costs the work, not the queue.  (A
+		 * kept card is free for its job alone: not counted.) */
+		if (!nfree && !ncpu && !in->preempt && !nshare && !in->nresv) {
 			out->waiting = 1;
 			break;
 		}

@@ -57,8 +57,8 @@ static char *text_users(struct metrics *m, const struct metrics_user *users, siz
 		{ 1, "GPU-1", "A100", 0, 81920, 0, 0, 1, NULL, 0, NULL, 0 },
 	};
 	struct node_status ns[2] = {
-		{ "n1", 1, NULL, T0, 0, cards, 2, T0 + 5500, NULL, 0 },
-		{ "n\"2", 0, "down", T0, 1, NULL, 0, 0, NULL, 0 },
+		{ "n1", 1, NULL, T0, 0, cards, 2, T0 + 5500, NULL, 0, NULL, 0 },
+		{ "n\"2", 0, "down", T0, 1, NULL, 0, 0, NULL, 0, NULL, 0 },
 	};
 	struct metrics_now now = { 3, 1, 1, 2, { 1, 2, 0 }, ns, 2, users, nusers };
 

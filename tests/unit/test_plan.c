@@ -1057,6 +1057,22 @@ static void test_travel(void)
 	CHECK(out.place[0].moved);
 	conf[1].shared_fs = conf[2].shared_fs = NULL;
 	conf[1].nshared_fs = conf[2].nshared_fs = 0;
+
+	/* Moved: pinned to b now, where its card is kept for it (its copy
+	 * came there), the only card not busy: placed there. */
+	{
+		struct plan_resv kept = { .node = 1, .index = 0, .job = 1 };
+
+		setup(2, 1, "a0");
+		add(1);
+		job[0].node = "b";
+		job[0].travel = 1;
+		in.resv = &kept;
+		in.nresv = 1;
+		PLAN(NOW, "1@b:0", "");
+		in.resv = NULL;
+		in.nresv = 0;
+	}
 }
 
 /* The fair share's order: priority first; among equal priorities the
