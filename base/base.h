@@ -171,5 +171,8 @@ void sha256_update(struct sha256 *s, const void *data, size_t len);
 void sha256_final(struct sha256 *s, unsigned char out[32]);
 /* D as 64 lower-case hex digits and a NUL. */
 void sha256_hex(const unsigned char d[32], char out[65]);
+/* Set: the portable code even where the CPU has the SHA extensions
+ * (the unit tests check both). */
+extern int sha256_portable;
 
 #endif
