@@ -1265,6 +1265,54 @@ CASES
 	says "cardbaton-worker: bad spec: checkpoint_on needs an absolute checkpoint"
 }
 
+@test "checkpoint_transfer: checkpoint_transfer_max_gib out of range or not an integer is 78; the job field not a boolean, or without resume_command, is 65 (submit, a job file, the flag); a nodes/ file whose transfers are not transfers shows none; a record whose checkpoint_copies is not a list of strings is not a record" {
+	for v in -1 1048577 2.5 '"64"' '[1]'; do
+		printf 'spool: ./spool\ncheckpoint_transfer_max_gib: %s\nnodes:\n  n:\n    local: true\n' "$v" > "$C"
+		run --separate-stderr cardbaton-status --config "$C"
+		failed 78 cardbaton-status
+		[[ $stderr == "cardbaton-status: $C:2: checkpoint_transfer_max_gib: must be "* ]]
+	done
+	printf 'spool: ./spool\nnodes:\n  n:\n    local: true\n' > "$C"
+	run --separate-stderr sub --checkpoint-transfer -- true
+	failed 65 cardbaton-submit
+	says "cardbaton-submit: command line: checkpoint_transfer: needs resume_command (only a resumable job has a checkpoint)"
+	printf 'command: [true]\ncheckpoint_transfer: yes please\nresume_command: x\n' > "$T/j.yaml"
+	run --separate-stderr sub --job "$T/j.yaml"
+	failed 65 cardbaton-submit
+	says "cardbaton-submit: $T/j.yaml:2: checkpoint_transfer: must be true or false"
+	printf 'command: [true]\ncheckpoint_transfer: true\n' > "$T/j.yaml"
+	run --separate-stderr sub --job "$T/j.yaml"
+	failed 65 cardbaton-submit
+	# Dropped into new/: rejected with the reason, nothing else touched.
+	make_spool
+	cp "$T/j.yaml" "$T/spool/new/j.job"
+	once
+	grep -q "checkpoint_transfer: needs resume_command" "$T"/spool/rejected/*.reason
+	# nodes/: transfers of every wrong shape, none shown; the one whole one is.
+	cat > "$T/spool/nodes/n.json" <<-'JSON'
+	{"name": "n", "reachable": true, "error": null, "since_ms": 0, "gpus": [],
+	 "transfers": [1, "x", {"job": -4, "from": "a", "bytes_done": 1}, {"job": 3, "from": 7, "bytes_done": 1},
+	  {"job": 3, "from": "a", "bytes_done": -9}, {"job": 5, "from": "a", "bytes_done": 10, "bytes_total": "9"}]}
+	JSON
+	run --separate-stderr st --json
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | json '[n["transfers"] for n in d["nodes"]]')" = '[["5"]]' ]
+	run --separate-stderr st
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | grep transferring)" = "job 5 on n: transferring checkpoint from a: starting" ]
+	# A record with checkpoint_copies of the wrong shape: not a record.
+	id=$(sub --hold --resume-command x -- true)
+	once
+	f=$(ls "$T"/spool/queued/*.job | head -1)
+	python3 - "$f" <<-'PY'
+	import json, sys
+	r = json.load(open(sys.argv[1])); r["checkpoint_copies"] = [1]
+	json.dump(r, open(sys.argv[1], "w"))
+	PY
+	run --separate-stderr st --json "$id"
+	[[ $stderr == *"not a valid job record"* ]]
+}
+
 @test "the lab key's gate: a shell, other programs, metacharacters, control characters, paths outside STATE/bin, a bad install ID are 77 with one line and nothing runs; a link, another's or a writable bin/ is refused; the worker's own command runs" {
 	local st=$T/gst w=$T/gst/bin/cardbaton-worker-1.0-t ran=$T/ran
 	mkdir -p "$st/bin"
