@@ -98,17 +98,19 @@ $(B)/cardbaton-worker: $(WORKER_SRC:%.c=$(B)/%.o)
 
 # What is shipped to SSH nodes: a static build (no sanitizers: it runs
 # there on its own), and the sources as a shell script for nodes of
-# another architecture.
+# another architecture.  A crash-point build's have the points too
+# (SHIP_CRASH: the crash walk's fake SSH node, tests/crash-walk).
+SHIP_CRASH = $(filter -DCB_CRASH_POINTS,$(SANFLAGS))
 # Without NVML (worker/nvml.c): dlopen from a static glibc binary would
 # load a second libc.  It asks nvidia-smi.
 $(B)/cardbaton-worker-static: $(WORKER_ALL)
-	$(CC) -std=c11 -D_GNU_SOURCE -DCARDBATON_NO_NVML -Ibase -Ispool-layout $(WARN) -O2 -static -o $@ $(WORKER_SRC)
+	$(CC) -std=c11 -D_GNU_SOURCE -DCARDBATON_NO_NVML $(SHIP_CRASH) -Ibase -Ispool-layout $(WARN) -O2 -static -o $@ $(WORKER_SRC)
 
 # ... and, for nodes of our architecture whose glibc is at least this
 # one's, the same dynamically linked (NVML by dlopen), never with the
 # sanitizers (link/ship.c: the first choice).
 $(B)/cardbaton-worker-dynamic: $(WORKER_ALL)
-	$(CC) -std=c11 -D_GNU_SOURCE -Ibase -Ispool-layout $(WARN) -O2 -o $@ $(WORKER_SRC) -ldl
+	$(CC) -std=c11 -D_GNU_SOURCE $(SHIP_CRASH) -Ibase -Ispool-layout $(WARN) -O2 -o $@ $(WORKER_SRC) -ldl
 
 $(B)/cardbaton-worker.shar: $(WORKER_ALL) worker/mkshar.sh
 	worker/mkshar.sh $@ $(WORKER_ALL)
@@ -270,7 +272,7 @@ SOAK_SEED    ?=
 soak: all
 	tests/soak/soak --build $(B) --seconds $(SOAK_SECONDS) --jobs $(SOAK_JOBS) \
 		$(if $(SOAK_SEED),--seed $(SOAK_SEED)) $(if $(SOAK_PREEMPT),--preempt) \
-		$(if $(SOAK_RUN_AS),--run-as)
+		$(if $(SOAK_TRANSFER),--transfer) $(if $(SOAK_RUN_AS),--run-as)
 
 # ---- install -------------------------------------------------------------
 
