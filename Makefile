@@ -164,10 +164,14 @@ SAN = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover
 # test harnesses' own tests (sshhosts.bats, slurmharness.bats: shell,
 # namespaces and Slurm, none of our C) and the real-GPU check's run
 # against the fakes (device.bats: a script over tools the other suites
-# run under the sanitizers); the crash-point walk (crash.bats, which
-# only a crash-point build runs) has a lane of its own.
+# run under the sanitizers) and the checkpoint transfers between two
+# hosts (transfer.bats: the crash walk, under the sanitizers, moves a
+# checkpoint in every one of its runs, and ckstream.bats drives the
+# worker's side); the crash-point walk (crash.bats, which only a
+# crash-point build runs) has a lane of its own.
 SAN_ALL_E2E = $(filter-out tests/e2e/faults.bats tests/e2e/sshhosts.bats tests/e2e/slurmharness.bats \
-			   tests/e2e/device.bats tests/e2e/crash.bats $(SAN_AFTER_WALK_E2E),$(wildcard tests/e2e/*.bats))
+			   tests/e2e/device.bats tests/e2e/crash.bats tests/e2e/transfer.bats \
+			   $(SAN_AFTER_WALK_E2E),$(wildcard tests/e2e/*.bats))
 SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
 
 # The suites mostly wait (for daemons, nodes, Slurm), so several run at
@@ -183,7 +187,7 @@ SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stack
 #   1. the plain pass (unit tests, most suites) | a second lane of
 #      suites (the seeded fault run, the Slurm harness, daemon.bats,
 #      device.bats, ssh.bats, lab.bats, labsched.bats, report.bats,
-#      leasedir.bats, labperm.bats), then the fuzz smoke (niced);
+#      leasedir.bats, labperm.bats, transfer.bats), then the fuzz smoke (niced);
 #   2. once both and the sanitizer build are done, under the
 #      sanitizers: the unit tests and the longest suites
 #      (SAN_MAIN_E2E) | the other suites;
@@ -203,7 +207,7 @@ SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stack
 # (tests/lib/scale.bash; AGENTS.md "Building and testing").
 BESIDE_E2E = tests/e2e/faults.bats tests/e2e/slurmharness.bats tests/e2e/daemon.bats \
 	     tests/e2e/device.bats tests/e2e/ssh.bats tests/e2e/lab.bats tests/e2e/labsched.bats \
-	     tests/e2e/report.bats tests/e2e/leasedir.bats tests/e2e/labperm.bats
+	     tests/e2e/report.bats tests/e2e/leasedir.bats tests/e2e/labperm.bats tests/e2e/transfer.bats
 SAN_ONLY_E2E = tests/e2e/runas.bats tests/e2e/sharedfs.bats tests/e2e/python.bats
 SAN_MAIN_E2E = $(addprefix tests/e2e/,hostile.bats checkpoint.bats baton.bats \
 				      diskfull.bats examples.bats mcp.bats hooks.bats nvml.bats \

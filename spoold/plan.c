@@ -704,10 +704,12 @@ static size_t stage(struct pass *p, size_t j)
 	size_t fresh = 0;
 
 	/* Cards free for it that a node's snapshot shows, not trusted yet
-	 * (a query is on its way): it is placed there, not staged. */
+	 * (a query is on its way): it is placed there, not staged -- on
+	 * a node its checkpoint could be copied to too (travel). */
 	for (size_t k = 0; k < p->in->nnodes; k++)
-		if (may_use(job, &p->in->nodes[k]) && open_node(job, &p->in->nodes[k]) &&
-		    p->in->nodes[k].known && fits(p, job, k, p->scratch, NULL))
+		if ((may_use(job, &p->in->nodes[k]) || may_move(job, &p->in->nodes[k])) &&
+		    open_node(job, &p->in->nodes[k]) && p->in->nodes[k].known &&
+		    fits(p, job, k, p->scratch, NULL))
 			return 0;
 	for (size_t k = 0; k < p->in->nnodes; k++) {
 		const struct plan_node *n = &p->in->nodes[k];
@@ -772,7 +774,8 @@ static void batons(struct pass *p, long long now)
 			continue;
 		}
 		for (size_t k = 0; v->job && k < in->nnodes; k++)
-			if (may_use(v->job, &in->nodes[k]) && open_node(v->job, &in->nodes[k]) &&
+			if ((may_use(v->job, &in->nodes[k]) || may_move(v->job, &in->nodes[k])) &&
+			    open_node(v->job, &in->nodes[k]) &&
 			    usable(&in->nodes[k]) && room(p, k) && fits(p, v->job, k, p->scratch, NULL)) {
 				p->unstage[r] = 1;      /* a better placement: free cards now */
 				break;

@@ -31,7 +31,10 @@
  *     the first node in config order that cannot see its checkpoint,
  *     has not left it out (`away`) and is not a Slurm node (`moved`:
  *     its checkpoint is copied there first, moves.c).  Only placed
- *     so: never staged, held for, nor preempting anywhere else.
+ *     so: never staged, held for, nor preempting anywhere else; a card
+ *     free for it there in a snapshot not trusted yet keeps it from
+ *     being staged on its own node (it is moved once that is read),
+ *     and one free there now un-staged it (a better placement).
  *   - A job may use every node, or only the one it names (`node`);
  *     never a drained one (nothing is placed there, nothing held), nor
  *     one that bars its owner (`barred`: as if it were unreachable to

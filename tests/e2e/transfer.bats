@@ -280,3 +280,48 @@ resumed_once_on_host2() {
 	# No transfer now: null.
 	[ "$(st --json --all "$id" | json 'd["jobs"][0]["transfer"]')" = None ]
 }
+
+@test "examples/torch_job.py (real PyTorch) with checkpoint_transfer: paused by hand, by its time limit and by a preemption, its checkpoint moved between the hosts each time, it ends with weights bit-identical to an uninterrupted run" {
+	py3=/usr/bin/python3
+	"$py3" -c 'import torch' 2>/dev/null || skip "/usr/bin/python3 has no torch (Debian: python3-torch)"
+	# Cards read every 2 s: a staged attempt sees host2 free soon.
+	config "ssh, -F, $SSH_CONFIG" "preemption: {enabled: true, min_runtime_seconds: 0}
+gpu_refresh_seconds: 2"
+	py=$CB_TOP/examples/torch_job.py steps=40000
+	"$py3" "$py" --steps "$steps" --out "$T/plain.pt" --checkpoint "$T/plain.ck"
+	ssh_daemon
+	host_apps 2 "$(host_gpu_uuid 2 0), 4243, 30000"
+	args=("$py3" "$py" --steps "$steps" --out "$T/moved.pt" --checkpoint "$T/moved.ck")
+	id=$(sub --checkpoint-transfer --timeout 6 --env "PYTHONPATH=$CB_TOP/python" --resume-command "${args[*]}" -- "${args[@]}")
+	on() { [ "$(field "$id" state)" = running ] && [ "$(field "$id" node)" = "$1" ]; }
+	copies() { grep -c "job $id: checkpoint copied to" "$T/daemon.log"; }
+	# By hand, on host1; resumed on host2 by a copy.
+	wait_for 30 'on host1'
+	sleep 1
+	in_client cardbaton-pause --config "$C" "$id"
+	wait_for 30 '[ "$(field "$id" state)" = paused ]'
+	busy1
+	host_apps 2
+	in_client cardbaton-resume --config "$C" "$id"
+	wait_for 60 'on host2'
+	[ "$(copies)" -eq 1 ]
+	# Its time limit on host2, now busy from outside too: to host1.
+	host_apps 2 "$(host_gpu_uuid 2 0), 4243, 30000"
+	host_apps 1
+	wait_for 60 'on host1'
+	[ "$(copies)" -eq 2 ]
+	grep -q "job $id: .*time limit reached" "$T/daemon.log"
+	# Preempted on host1 by an urgent job pinned there (staged behind it
+	# there at first, perhaps, while host2 still looked busy): to host2.
+	host_apps 2
+	urgent=$(sub --node host1 --priority 10 -- sleep 60)
+	wait_for 60 'on host2'
+	[ "$(copies)" -eq 3 ]
+	grep -q "job $id: .*preempted by job $urgent" "$T/daemon.log"
+	wait_for 120 '[ "$(field "$id" state)" = succeeded ]'
+	in_client cardbaton-cancel --config "$C" "$urgent"
+	"$py3" -c 'import sys, torch
+a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])
+sys.exit(0 if a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a) else 1)' "$T/plain.pt" "$T/moved.pt"
+	wait_for 20 '[ ! -e "$CK2/$id" ]'
+}

@@ -488,7 +488,12 @@ def main():
 
     # Each job ends once: one final verdict in the daemon's log.
     verdicts = {}
+    copied, copy_failed = [], 0
     for l in read_lines(f"{d}/daemon.log"):
+        m = re.match(r"cardbaton-spoold: job (\d+): checkpoint copied to (\S+): ", l)
+        if m:
+            copied.append(m.group(1))
+        copy_failed += bool(re.match(r"cardbaton-spoold: job \d+: checkpoint transfer from .* failed: ", l))
         m = re.match(r"cardbaton-spoold: job (\d+): (succeeded|failed|cancelled|lost)\b", l)
         if m:
             verdicts.setdefault(m.group(1), []).append(m.group(2))
@@ -514,6 +519,9 @@ def main():
     yields = sum(len(x) for x in pauses.values())
     if yields:
         print(f"soak: preempted and resumed {yields} times ({len(pauses)} jobs)")
+    if copied or copy_failed:
+        print(f"soak: checkpoints copied to another host {len(copied)} times ({len(set(copied))} jobs), "
+              f"{copy_failed} copies failed or cut")
     users = sorted({x["desc"].rsplit(" user=", 1)[1] for x in plan.values() if " user=" in x["desc"]})
     if users:
         print(f"soak: users {len(users)} ({', '.join(users)}), max_gpus passed {len(overlimit)}")
@@ -531,6 +539,7 @@ def main():
         "jobs_lost": lost_unexplained, "run_twice": run_twice, "double_booked": len(doubles),
         "users": len(users), "limits_passed": len(overlimit), "violations": len(v),
         "run_as": run_as, "wrong_account": wrong_account,
+        "checkpoints_copied": len(copied), "copies_failed": copy_failed,
     }
     print("SOAK_RESULT " + json.dumps(res, sort_keys=True))
     return 1 if v else 0
