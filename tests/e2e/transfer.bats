@@ -183,7 +183,7 @@ resumed_once_on_host2() {
 	config "ssh, -F, $SSH_CONFIG" "checkpoint_transfer_max_gib: 1"
 	ssh_daemon
 	# A symbolic link: its path is one.
-	id=$(coop 60 1)
+	id=$(coop 30 1)
 	paused_on "$id"
 	ck=$(ck_of "$id")
 	mv "$ck" "$ck.real"
@@ -206,7 +206,7 @@ resumed_once_on_host2() {
 
 	# 2 GiB (sparse) over the 1 GiB limit.
 	rm -f "$T/steps" "$T/steps.resumes"
-	id=$(coop 60 2048)
+	id=$(coop 30 2048)
 	paused_on "$id"
 	busy1
 	in_client cardbaton-resume --config "$C" "$id"
@@ -223,7 +223,7 @@ resumed_once_on_host2() {
 @test "a checkpoint that changes during the copy: the copy is given up, said, nothing is left on host2 and nothing resumes from it; unchanged, the next copy is whole and the job resumes on host2 from it" {
 	config "$T/slowssh, -F, $SSH_CONFIG"
 	ssh_daemon
-	id=$(coop 60 128)
+	id=$(coop 30 128)
 	paused_on "$id"
 	ck=$(ck_of "$id")
 	busy1
@@ -236,7 +236,7 @@ resumed_once_on_host2() {
 	[ ! -e "$T/steps.resumes" ]
 	# After its back-off it is copied again, unchanged now.
 	wait_for 60 '[ "$(state "$id")" = succeeded ]'
-	continuous 60
+	continuous 30
 	resumed_once_on_host2 "$id" "$(sum_of "$ck")"
 	grep -q "^meta$" "$ck/sub/meta"
 }
@@ -244,7 +244,7 @@ resumed_once_on_host2() {
 @test "kill -9 of the daemon, then ss -K of the connections, in the middle of copies: no partial copy is left, and the job resumes exactly once, on host2, from a whole copy" {
 	config "$T/slowssh, -F, $SSH_CONFIG"
 	ssh_daemon
-	id=$(coop 60 128)
+	id=$(coop 30 128)
 	paused_on "$id"
 	ck=$(ck_of "$id")
 	sum=$(sum_of "$ck")
@@ -273,7 +273,7 @@ resumed_once_on_host2() {
 	wait_for 20 no_partial
 	[ ! -e "$T/steps.resumes" ]
 	wait_for 90 '[ "$(state "$id")" = succeeded ]'
-	continuous 60
+	continuous 30
 	resumed_once_on_host2 "$id" "$sum"
 	[ "$(record "$id" | json '[a["node"] for a in d["attempts"] if a["state"] != "aborted"]')" = '["host1", "host2"]' ]
 	wait_for 20 '[ ! -e "$CK2/$id" ]'
