@@ -61,12 +61,7 @@ teardown() {
 	# What a test left running on the SSH hosts: everything that holds
 	# a file of a host's state directory.
 	[ -n "${HOSTS_UID:-}" ] || return 0
-	local i p
-	for i in 1 2; do
-		for p in $(find /proc/[0-9]*/fd -maxdepth 1 -lname "$(host_home "$i")/.local/*" 2>/dev/null | cut -d/ -f3 | sort -u); do
-			kill -KILL "$p" 2>/dev/null || true
-		done
-	done
+	host_kill_procs 1 2
 }
 
 logs_clear() {
@@ -478,11 +473,6 @@ elf_interp() {
 		types = [struct.unpack_from(e + "I", f, off + i * size)[0] for i in range(num)]
 		sys.exit(0 if 3 in types else 1)
 	PY
-}
-ssh_daemon() {
-	ip netns exec "$CLIENT_NS" cardbaton-spoold --config "$C" >>"$T/daemon.log" 2>&1 3>&- &
-	DAEMON_PID=$!
-	wait_for 10 'grep -q serving "$T/daemon.log"'
 }
 ssh_state() { in_client cardbaton-status --config "$C" --json "$1" | json 'd["jobs"][0]["state"]'; }
 ssh_final() { case "$(ssh_state "$1")" in succeeded|failed|cancelled|lost) return 0 ;; esac; return 1; }

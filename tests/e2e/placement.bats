@@ -43,11 +43,7 @@ setup() {
 
 teardown() {
 	teardown_common
-	for i in 1 2; do
-		for p in $(find /proc/[0-9]*/fd -maxdepth 1 -lname "$(host_home "$i")/.local/*" 2>/dev/null | cut -d/ -f3 | sort -u); do
-			kill -KILL "$p" 2>/dev/null || true
-		done
-	done
+	host_kill_procs 1 2
 }
 
 sub() { in_client cardbaton-submit --config "$C" "$@"; }
@@ -58,11 +54,6 @@ final() {
 	return 1
 }
 
-ssh_daemon() {
-	ip netns exec "$CLIENT_NS" cardbaton-spoold --config "$C" >>"$T/daemon.log" 2>&1 3>&- &
-	DAEMON_PID=$!
-	wait_for 10 'grep -q serving "$T/daemon.log"'
-}
 
 @test "a job needing 60,000 MiB goes to the 80 GiB cards, never the 24 GiB ones; one bigger than any card waits with the reason and holds nothing" {
 	ssh_daemon

@@ -364,13 +364,6 @@ ssh_config() {
 	YAML
 }
 
-ssh_daemon() {
-	local before
-	before=$(grep -c serving "$T/daemon.log" 2>/dev/null || true)
-	ip netns exec "$CLIENT_NS" cardbaton-spoold --config "$C" >>"$T/daemon.log" 2>&1 3>&- &
-	DAEMON_PID=$!
-	wait_for 10 '[ "$(grep -c serving "$T/daemon.log")" -gt "${before:-0}" ]'
-}
 
 @test "through ssh too: metacharacters reach the job byte for byte, also in remote_state_dir" {
 	needs_hosts

@@ -84,11 +84,7 @@ setup() {
 
 teardown() {
 	teardown_common
-	for i in 1 2; do
-		for p in $(find /proc/[0-9]*/fd -maxdepth 1 -lname "$(host_home "$i")/.local/*" 2>/dev/null | cut -d/ -f3 | sort -u); do
-			kill -KILL "$p" 2>/dev/null || true
-		done
-	done
+	host_kill_procs 1 2
 }
 
 sub() { in_client cardbaton-submit --config "$C" "$@"; }
@@ -97,11 +93,6 @@ field() { st --json "$1" | json "d['jobs'][0]['$2']"; }
 state() { field "$1" state; }
 record() { cat "$T"/spool/*/"$(printf %010d "$1").job"; }
 
-ssh_daemon() {
-	ip netns exec "$CLIENT_NS" cardbaton-spoold --config "$C" >>"$T/daemon.log" 2>&1 3>&- &
-	DAEMON_PID=$!
-	wait_for 10 'grep -q serving "$T/daemon.log"'
-}
 
 # coop N LOG [LOCAL]: the job, resumable, submitted (its ID), with host2
 # busy until it is paused (paused_on): it starts on host1.

@@ -51,9 +51,7 @@ teardown() {
 	# shellcheck disable=SC2086
 	[ -z "$ids" ] || in_client scancel $ids 2>/dev/null || true
 	wait_for 20 '[ -z "$(in_client squeue -h -o %i)" ]' || true
-	for p in $(find /proc/[0-9]*/fd -maxdepth 1 -lname "$(host_home 1)/.local/*" 2>/dev/null | cut -d/ -f3 | sort -u); do
-		kill -KILL "$p" 2>/dev/null || true
-	done
+	host_kill_procs 1
 }
 
 sub() { in_client cardbaton-submit --config "$C" "$@"; }

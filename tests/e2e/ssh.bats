@@ -46,11 +46,7 @@ teardown() {
 	for i in 1 2 3; do host_heal "$i" 2>/dev/null || true; done
 	# Processes of this test on the hosts: everything that holds a file of
 	# a host's state directory.
-	for i in 1 2 3; do
-		for p in $(find /proc/[0-9]*/fd -maxdepth 1 -lname "$(host_home "$i")/.local/*" 2>/dev/null | cut -d/ -f3 | sort -u); do
-			kill -KILL "$p" 2>/dev/null || true
-		done
-	done
+	host_kill_procs 1 2 3
 }
 
 c() { in_client "$@"; }
@@ -96,14 +92,6 @@ frozen_launch() {
 	wait_for 30 'grep -q "job $id: attempt .* on host1" "$T/daemon.log"'
 }
 
-ssh_daemon() {
-	local before
-	before=$(grep -c serving "$T/daemon.log" 2>/dev/null || true)
-	# ip netns exec execs the daemon: $! is the daemon itself.
-	ip netns exec "$CLIENT_NS" cardbaton-spoold --config "$C" >>"$T/daemon.log" 2>&1 3>&- &
-	DAEMON_PID=$!
-	wait_for 10 '[ "$(grep -c serving "$T/daemon.log")" -gt "${before:-0}" ]'
-}
 
 @test "jobs spread over the hosts, never on busy or excluded cards; a pinned job gets that card" {
 	ssh_daemon

@@ -88,11 +88,7 @@ setup() {
 
 teardown() {
 	teardown_common
-	for i in 1 2; do
-		for p in $(find /proc/[0-9]*/fd -maxdepth 1 -lname "$(host_home "$i")/.local/*" 2>/dev/null | cut -d/ -f3 | sort -u); do
-			kill -KILL "$p" 2>/dev/null || true
-		done
-	done
+	host_kill_procs 1 2
 }
 
 # config SSH_COMMAND [TOP-LEVEL LINE]: the two hosts, no shared filesystem.
@@ -115,11 +111,6 @@ field() { st --json "$1" | json "d['jobs'][0]['$2']"; }
 state() { field "$1" state; }
 record() { cat "$T"/spool/*/"$(printf %010d "$1").job"; }
 
-ssh_daemon() {
-	ip netns exec "$CLIENT_NS" cardbaton-spoold --config "$C" >>"$T/daemon.log" 2>&1 3>&- &
-	DAEMON_PID=$!
-	wait_for 10 'grep -q serving "$T/daemon.log"'
-}
 
 # coop N MIB [FLAG...]: the job (checkpoint_transfer unless told
 # otherwise), with host2 busy until it is paused: it starts on host1.

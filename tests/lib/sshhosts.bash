@@ -545,6 +545,32 @@ host_heal() {
 	ip -n "$CLIENT_NS" link set "vh$1" up
 }
 
+# ssh_daemon: cardbaton-spoold --config $C in the client namespace (as an
+# operator's controller reaching the hosts), its output appended to
+# $T/daemon.log, DAEMON_PID set (ip netns exec execs it: $! is the daemon
+# itself); returns once this one says it is serving.
+ssh_daemon() {
+	local before
+	before=$(grep -c serving "$T/daemon.log" 2>/dev/null || true)
+	ip netns exec "$CLIENT_NS" cardbaton-spoold --config "$C" >>"$T/daemon.log" 2>&1 3>&- &
+	DAEMON_PID=$!
+	wait_for 10 '[ "$(grep -c serving "$T/daemon.log")" -gt "${before:-0}" ]'
+}
+
+# host_kill_procs N...: SIGKILL every process holding a file of host N's
+# state directories (workers, supervisors, jobs: their locks and
+# leases), whatever its command line -- a test's leftovers on its hosts.
+host_kill_procs() {
+	local i p
+	[ -n "${HOSTS_DIR:-}" ] || return 0     # no hosts up: none of theirs
+	for i in "$@"; do
+		for p in $(find /proc/[0-9]*/fd -maxdepth 1 -lname "$HOSTS_DIR/host$i/home/.local/*" 2>/dev/null |
+			   cut -d/ -f3 | sort -u); do
+			kill -KILL "$p" 2>/dev/null || true
+		done
+	done
+}
+
 # host_cut N: abort every TCP connection to host N's sshd on the client
 # side (ss -K in the client namespace): ssh clients, masters and the
 # daemon's sessions see the connection die at once (ssh exits 255).
