@@ -289,7 +289,7 @@ static void mover_child(void *arg)
 	struct wire_rec w = { 0 };
 	const char *why = NULL;
 	char *line = NULL;
-	int stalled;
+	int stalled, killed;
 
 	/* Never outlives the daemon: a copy nobody waits for is stopped
 	 * (the receiver then removes what it wrote). */
@@ -305,9 +305,10 @@ static void mover_child(void *arg)
 	}
 	side_close(&s.in);
 	stalled = relay(&s, &r) < 0;
-	/* The sender is done (or stalled, or the receiver quit): its end
-	 * reaches the receiver as the end of its input. */
-	if (stalled || s.out >= 0)
+	/* The sender is done (or stalled, or the receiver quit: then it is
+	 * stopped, and what it says is not the failure); its end reaches
+	 * the receiver as the end of its input. */
+	if ((killed = stalled || s.out >= 0))
 		kill(-s.pid, SIGKILL);
 	side_close(&s.out);
 	side_close(&r.in);
@@ -319,7 +320,7 @@ static void mover_child(void *arg)
 	if (stalled) {
 		wire_addf(&w, "error", "no data for %d s: given up", STALL_MS / 1000);
 		wire_add(&w, "side", "from");
-	} else if (s.status != 0) {
+	} else if (!killed && s.status != 0) {
 		line = first_line(&s, "the sender stopped");
 		wire_addf(&w, "error", "%s: %s", m->from->name, line);
 		wire_addf(&w, "code", "%d", s.status);
@@ -329,7 +330,7 @@ static void mover_child(void *arg)
 		wire_addf(&w, "error", "%s: %s", m->to->name, line);
 		wire_addf(&w, "code", "%d", r.status);
 		wire_add(&w, "side", "to");
-	} else if (!r.answer.len || wire_parse(r.answer.s, r.answer.len, &w, &why) <= 0 ||
+	} else if (killed || !r.answer.len || wire_parse(r.answer.s, r.answer.len, &w, &why) <= 0 ||
 		   !wire_get(&w, "path")) {
 		wire_free(&w);
 		wire_addf(&w, "error", "%s: receive-checkpoint: no answer", m->to->name);

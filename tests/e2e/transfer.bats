@@ -89,6 +89,7 @@ setup() {
 teardown() {
 	teardown_common
 	host_kill_procs 1 2
+	[ -z "${TMPFS:-}" ] || nsenter -t "$(host_sshd_pid 2)" -m umount "$TMPFS" || true
 }
 
 # config SSH_COMMAND [TOP-LEVEL LINE]: the two hosts, no shared filesystem.
@@ -205,6 +206,26 @@ resumed_once_on_host2() {
 	settle 2
 	[ "$(state "$id")" = queued ]
 	[ "$(grep -c "job $id: checkpoint transfer from host1" "$T/daemon.log")" -eq 1 ]
+	host_apps 1
+	wait_for 30 '[ "$(state "$id")" = succeeded ]'
+	read -r word host path sum < "$T/steps.resumes"
+	[ "$host" = host1 ]
+}
+
+@test "a full disk on host2 (a 1 MiB tmpfs for its copies): the copy is refused there, saying so, host2 is left out for the job, nothing is left; it resumes on host1 once host1 is free" {
+	mkdir -p "$CK2"
+	nsenter -t "$(host_sshd_pid 2)" -m mount -t tmpfs -o size=1m tmpfs "$CK2" || skip "cannot mount a tmpfs in host2's namespace"
+	TMPFS=$CK2
+	ssh_daemon
+	id=$(coop 30 4)
+	paused_on "$id"
+	busy1
+	in_client cardbaton-resume --config "$C" "$id"
+	wait_for 30 'grep -q "job $id: checkpoint transfer from host1 to host2 failed: host2: receive-checkpoint: not enough space in .*; its checkpoint stays on host1" "$T/daemon.log"'
+	settle 2
+	[ "$(state "$id")" = queued ]
+	[ "$(grep -c "job $id: transferring checkpoint from" "$T/daemon.log")" -eq 1 ]
+	[ -z "$(nsenter -t "$(host_sshd_pid 2)" -m ls -A "$CK2/$id" 2>/dev/null)" ]
 	host_apps 1
 	wait_for 30 '[ "$(state "$id")" = succeeded ]'
 	read -r word host path sum < "$T/steps.resumes"
