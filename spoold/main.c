@@ -770,6 +770,7 @@ static int timers(struct daemon *d)
 
 static void free_daemon(struct daemon *d)
 {
+	moves_free(d);          /* before the nodes: it reads them */
 	for (size_t k = 0; k < d->nnodes; k++) {
 		struct node *n = &d->nodes[k];
 

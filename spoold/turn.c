@@ -230,5 +230,4 @@ void turn_free(struct daemon *d)
 	}
 	free(d->after);
 	free(d->resv);
-	moves_free(d);
 }
