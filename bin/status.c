@@ -483,6 +483,8 @@ static char *transfer_json(long long id)
 	return text;
 }
 
+#define TR_NULL "\"transfer\":null}"
+
 static void print_json(void)
 {
 	out_add("{\"jobs\": [", 10);
@@ -492,12 +494,17 @@ static void print_json(void)
 		char *tr = transfer_json(rows[i]->id);
 
 		out_add(i ? ",\n" : "\n", i ? 2 : 1);
-		/* Its element, with "transfer" last: what nodes/ says now,
-		 * not a part of the record. */
+		/* Its element ends in "transfer": null (job_status_json); it
+		 * is what nodes/ says now, not the record's.  (An index line
+		 * of a daemon from before it has none: added.) */
 		while (len && js[len - 1] != '}')
 			len--;
-		out_add(js, len ? len - 1 : 0);
-		out_add(", \"transfer\": ", 14);
+		if (len > sizeof TR_NULL - 1 && !memcmp(js + len - (sizeof TR_NULL - 1), TR_NULL, sizeof TR_NULL - 1)) {
+			out_add(js, len - 5);
+		} else {
+			out_add(js, len ? len - 1 : 0);
+			out_add(",\"transfer\":", 12);
+		}
 		out_add(tr, strlen(tr));
 		out_add("}", 1);
 		cJSON_free(tr);

@@ -282,8 +282,10 @@ cJSON *job_status_json(const struct job *j)
 
 	/* staged: its attempt waits on its node for its cards to free; it
 	 * has not started, so it is shown queued (status_view_of). */
+	/* transfer: null here, the last field; status fills it in while
+	 * the job's checkpoint is being copied (nodes/: not the record's). */
 	if (!o || add_common(o, j) || add_num(o, "attempts", (long long)n) || add_tail(o, j, 0) ||
-	    !cJSON_AddBoolToObject(o, "staged", staged) ||
+	    !cJSON_AddBoolToObject(o, "staged", staged) || !cJSON_AddNullToObject(o, "transfer") ||
 	    (staged && !cJSON_ReplaceItemInObject(o, "state", cJSON_CreateString("queued")))) {
 		cJSON_Delete(o);
 		return NULL;
