@@ -187,10 +187,11 @@ SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stack
 #   1. the plain pass (unit tests, most suites) | a second lane of
 #      suites (the seeded fault run, the Slurm harness, daemon.bats,
 #      device.bats, ssh.bats, lab.bats, labsched.bats, report.bats,
-#      leasedir.bats, labperm.bats, transfer.bats), then the fuzz smoke (niced);
+#      leasedir.bats, labperm.bats), then the fuzz smoke (niced);
 #   2. once both and the sanitizer build are done, under the
 #      sanitizers: the unit tests and the longest suites
-#      (SAN_MAIN_E2E) | the other suites;
+#      (SAN_MAIN_E2E) | the other suites | with the plain build, the
+#      suites that mostly wait (WAITING_E2E: transfer.bats);
 #   the crash lane, once its walk is done (before the first lanes are,
 #      by the CI times of issue 33's stop), goes on with long suites
 #      under the sanitizers (SAN_AFTER_WALK_E2E); those of SAN_ONLY_E2E
@@ -207,7 +208,10 @@ SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stack
 # (tests/lib/scale.bash; AGENTS.md "Building and testing").
 BESIDE_E2E = tests/e2e/faults.bats tests/e2e/slurmharness.bats tests/e2e/daemon.bats \
 	     tests/e2e/device.bats tests/e2e/ssh.bats tests/e2e/lab.bats tests/e2e/labsched.bats \
-	     tests/e2e/report.bats tests/e2e/leasedir.bats tests/e2e/labperm.bats tests/e2e/transfer.bats
+	     tests/e2e/report.bats tests/e2e/leasedir.bats tests/e2e/labperm.bats
+# ... and, with the plain build, beside the sanitizer lanes: suites that
+# mostly wait (the checkpoint transfers: ssh, copies paced on purpose).
+WAITING_E2E = tests/e2e/transfer.bats
 SAN_ONLY_E2E = tests/e2e/runas.bats tests/e2e/sharedfs.bats tests/e2e/python.bats
 SAN_MAIN_E2E = $(addprefix tests/e2e/,hostile.bats checkpoint.bats baton.bats \
 				      diskfull.bats examples.bats mcp.bats hooks.bats nvml.bats \
@@ -232,18 +236,21 @@ test check:
 	  echo "after the walk: exit $$?"; } > $(B)/crash.log 2>&1 & c=$$!; \
 	{ tests/run $(B) e2e $(BESIDE_E2E); echo "beside: exit $$?"; \
 	  nice -n 19 $(MAKE) fuzz-smoke; echo "fuzz-smoke: exit $$?"; } > $(B)/beside-plain.log 2>&1 & b=$$!; \
-	tests/run $(B) all $(filter-out $(BESIDE_E2E) $(SAN_ONLY_E2E),$(wildcard tests/e2e/*.bats)); r1=$$?; \
+	tests/run $(B) all $(filter-out $(BESIDE_E2E) $(SAN_ONLY_E2E) $(WAITING_E2E),$(wildcard tests/e2e/*.bats)); r1=$$?; \
 	wait $$b; cat $(B)/beside-plain.log; \
 	while [ ! -e $(B)/build-san.log ]; do sleep 1; done; cat $(B)/build-san.log; \
+	{ tests/run $(B) e2e $(WAITING_E2E); echo "waiting: exit $$?"; } > $(B)/waiting.log 2>&1 & w=$$!; \
 	r2=1; if grep -qx 'san build: exit 0' $(B)/build-san.log; then \
 		{ $(SAN_ENV) tests/run build-san e2e $(filter-out $(SAN_MAIN_E2E),$(SAN_ALL_E2E)); \
 		  echo "beside: exit $$?"; } > $(B)/beside.log 2>&1 & b=$$!; \
 		$(SAN_ENV) tests/run build-san all $(SAN_MAIN_E2E); r2=$$?; \
 		wait $$b; cat $(B)/beside.log; \
 	fi; \
+	wait $$w; cat $(B)/waiting.log; \
 	wait $$c; cat $(B)/crash.log; \
 	[ $$r1 -eq 0 ] && grep -qx 'beside: exit 0' $(B)/beside-plain.log && \
 		grep -qx 'fuzz-smoke: exit 0' $(B)/beside-plain.log && [ $$r2 -eq 0 ] && \
+		grep -qx 'waiting: exit 0' $(B)/waiting.log && \
 		grep -qx 'beside: exit 0' $(B)/beside.log && grep -qx 'crash walk: exit 0' $(B)/crash.log && \
 		grep -qx 'after the walk: exit 0' $(B)/crash.log
 
