@@ -185,13 +185,14 @@ SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stack
 #           make the walk some 20 minutes there); it starts while the
 #           plain pass still runs, in the time the suites spend waiting;
 #   1. the plain pass (unit tests, most suites) | a second lane of
-#      suites (the seeded fault run, the Slurm harness, daemon.bats,
+#      suites (the Slurm harness, daemon.bats,
 #      device.bats, ssh.bats, lab.bats, labsched.bats, report.bats,
 #      leasedir.bats, labperm.bats), then the fuzz smoke (niced);
 #   2. once both and the sanitizer build are done, under the
 #      sanitizers: the unit tests and the longest suites
 #      (SAN_MAIN_E2E) | the other suites | with the plain build, the
-#      suites that mostly wait (WAITING_E2E: transfer.bats);
+#      suites that mostly wait (WAITING_E2E: transfer.bats, slurm.bats,
+#      faults.bats);
 #   the crash lane, once its walk is done (before the first lanes are,
 #      by the CI times of issue 33's stop), goes on with long suites
 #      under the sanitizers (SAN_AFTER_WALK_E2E); those of SAN_ONLY_E2E
@@ -206,12 +207,13 @@ SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stack
 # CB_TEST_TIMEOUT_SCALE, which each tests/run chooses from its build
 # and the machine (the CPUs, the load, the sanitizers) unless it is set
 # (tests/lib/scale.bash; AGENTS.md "Building and testing").
-BESIDE_E2E = tests/e2e/faults.bats tests/e2e/slurmharness.bats tests/e2e/daemon.bats \
+BESIDE_E2E = tests/e2e/slurmharness.bats tests/e2e/daemon.bats \
 	     tests/e2e/device.bats tests/e2e/ssh.bats tests/e2e/lab.bats tests/e2e/labsched.bats \
 	     tests/e2e/report.bats tests/e2e/leasedir.bats tests/e2e/labperm.bats
 # ... and, with the plain build, beside the sanitizer lanes: suites that
-# mostly wait (the checkpoint transfers: ssh, copies paced on purpose).
-WAITING_E2E = tests/e2e/transfer.bats
+# mostly wait (the checkpoint transfers: ssh, copies paced on purpose;
+# a real Slurm cluster; the seeded fault run's faults).
+WAITING_E2E = tests/e2e/transfer.bats tests/e2e/slurm.bats tests/e2e/faults.bats
 SAN_ONLY_E2E = tests/e2e/runas.bats tests/e2e/sharedfs.bats tests/e2e/python.bats
 SAN_MAIN_E2E = $(addprefix tests/e2e/,hostile.bats checkpoint.bats baton.bats \
 				      diskfull.bats examples.bats mcp.bats hooks.bats nvml.bats \
