@@ -266,8 +266,8 @@ resumed_once_on_host2() {
 	# While it copies: the line under the table, and --json's transfer.
 	wait_for 30 'st | grep -q "^job $id on host2: transferring checkpoint from host1: [0-9.]* of 0.1 GiB$"'
 	# 128 MiB and the two small files.
-	t=$(st --json "$id" | json 'd["jobs"][0]["transfer"]')
-	[ "$(echo "$t" | json 'd["from"], d["to"], d["bytes_total"], 0 <= d["bytes_done"] <= d["bytes_total"]')" = "('host1', 'host2', 134217735, True)" ]
+	# (Read while it still copies: the copy that follows is the next one.)
+	wait_for 30 '[ "$(st --json "$id" | json "(lambda t: (t[\"from\"], t[\"to\"], t[\"bytes_total\"], 0 <= t[\"bytes_done\"] <= t[\"bytes_total\"]) if t else None)(d[\"jobs\"][0][\"transfer\"])")" = "('"'"'host1'"'"', '"'"'host2'"'"', 134217735, True)" ]'
 	[ "$(st --json | json '[n["transfers"] for n in d["nodes"]]')" = "[[], [\"$id\"]]" ]
 	kill -9 "$DAEMON_PID"
 	wait "$DAEMON_PID" 2>/dev/null || true
