@@ -133,6 +133,10 @@ paused_on() {
 	wait_for 20 '[ "$(state "$id")" = paused ]'
 }
 
+# transfer_of ID: --json's transfer of job ID, "FROM TO BYTES_TOTAL", or none.
+transfer_of() {
+	st --json "$1" | json '"%s %s %s" % (t["from"], t["to"], t["bytes_total"]) if (t := d["jobs"][0]["transfer"]) and 0 <= t["bytes_done"] <= t["bytes_total"] else "none"'
+}
 busy1() { host_apps 1 "$(host_gpu_uuid 1 0), 4242, 30000"; }
 continuous() { [ "$(cat "$T/steps")" = "$(seq 1 "$1" | sed 's/^/step /')" ]; }
 ck_of() { record "$1" | json 'd["checkpoint"]'; }
@@ -266,8 +270,8 @@ resumed_once_on_host2() {
 	# While it copies: the line under the table, and --json's transfer.
 	wait_for 30 'st | grep -q "^job $id on host2: transferring checkpoint from host1: [0-9.]* of 0.1 GiB$"'
 	# 128 MiB and the two small files.
-	# (Read while it still copies: the copy that follows is the next one.)
-	wait_for 30 '[ "$(st --json "$id" | json "(lambda t: (t[\"from\"], t[\"to\"], t[\"bytes_total\"], 0 <= t[\"bytes_done\"] <= t[\"bytes_total\"]) if t else None)(d[\"jobs\"][0][\"transfer\"])")" = "('"'"'host1'"'"', '"'"'host2'"'"', 134217735, True)" ]'
+	# (Read in a wait: the copy may end between two reads.)
+	wait_for 30 '[ "$(transfer_of "$id")" = "host1 host2 134217735" ]'
 	[ "$(st --json | json '[n["transfers"] for n in d["nodes"]]')" = "[[], [\"$id\"]]" ]
 	kill -9 "$DAEMON_PID"
 	wait "$DAEMON_PID" 2>/dev/null || true
