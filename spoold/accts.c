@@ -68,10 +68,14 @@ int acct_grow(struct daemon *d, struct node *n)
 	return 0;
 }
 
+size_t link_user(const struct daemon *d, size_t k, size_t user)
+{
+	return d->nodes[k].conf->run_as_owner && user && d->tally[user - 1].uid >= 0 ? user : 0;
+}
+
 size_t rent_link(const struct daemon *d, const struct rent *e)
 {
-	return d->nodes[e->node].conf->run_as_owner && e->user && d->tally[e->user - 1].uid >= 0 ?
-	       e->user : 0;
+	return link_user(d, e->node, e->user);
 }
 
 struct acct *acct_get(struct daemon *d, struct node *n, size_t user)

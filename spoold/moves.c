@@ -67,12 +67,6 @@ struct move *move_find(const struct daemon *d, long long id)
 	return NULL;
 }
 
-/* The account job USER's calls go through on node K (accts.c rent_link). */
-static size_t link_user(const struct daemon *d, size_t k, size_t user)
-{
-	return d->nodes[k].conf->run_as_owner && user && d->tally[user - 1].uid >= 0 ? user : 0;
-}
-
 int move_add(struct daemon *d, const struct job *j, size_t to, size_t user)
 {
 	const struct attempt *a = job_last_attempt(j);

@@ -412,8 +412,10 @@ void r_unstaged(struct rent *e);
 struct acct *acct_get(struct daemon *d, struct node *n, size_t user);
 /* N's accounts (and BARRED) as many as d->tally's users: 0, or -1. */
 int acct_grow(struct daemon *d, struct node *n);
-/* Whose stream and account E's calls go through: its owner on a
- * run_as: owner node (an owner of the lab's), else 0: the node's own. */
+/* Whose stream and account a call for USER's job on node K goes
+ * through: USER on a run_as: owner node (an owner of the lab's), else
+ * 0: the node's own.  rent_link: that of E's calls. */
+size_t link_user(const struct daemon *d, size_t k, size_t user);
 size_t rent_link(const struct daemon *d, const struct rent *e);
 /* The conf a call about USER's attempts on N goes by, and *SEEN, its
  * flag that the worker has answered through it; NULL: out of memory. */
