@@ -212,7 +212,7 @@ SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stack
 # (tests/lib/scale.bash; AGENTS.md "Building and testing").
 BESIDE_E2E = tests/e2e/slurmharness.bats tests/e2e/device.bats tests/e2e/lab.bats \
 	     tests/e2e/labsched.bats tests/e2e/report.bats tests/e2e/leasedir.bats \
-	     tests/e2e/labperm.bats
+	     tests/e2e/labperm.bats tests/e2e/tools.bats tests/e2e/statusidx.bats
 # ... and, with the plain build, beside the sanitizer lanes: suites that
 # mostly wait (the checkpoint transfers: ssh, copies paced on purpose;
 # a real Slurm cluster; the seeded fault run's faults).
@@ -227,7 +227,7 @@ SAN_MAIN_E2E = $(addprefix tests/e2e/,hostile.bats checkpoint.bats baton.bats \
 # ... in the waiting lane, after its plain suites:
 SAN_AFTER_WAITING_E2E = tests/e2e/ssh.bats tests/e2e/sharedfs.bats
 # ... and in the crash lane, once the walk is done:
-SAN_AFTER_WALK_E2E = tests/e2e/runas.bats tests/e2e/python.bats
+SAN_AFTER_WALK_E2E = tests/e2e/daemon.bats tests/e2e/runas.bats tests/e2e/python.bats
 
 test check:
 	tests/install-deps

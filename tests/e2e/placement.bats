@@ -7,6 +7,7 @@
 
 load ../lib/common
 load ../lib/sshhosts
+load ../lib/hosttools
 
 setup_file() {
 	if hosts_available; then hosts_up 2; fi
@@ -46,9 +47,6 @@ teardown() {
 	host_kill_procs 1 2
 }
 
-sub() { in_client cardbaton-submit --config "$C" "$@"; }
-st() { in_client cardbaton-status --config "$C" "$@"; }
-field() { st --json "$1" | json "d['jobs'][0]['$2']"; }
 final() {
 	case "$(field "$1" state)" in succeeded|failed|cancelled|lost) return 0 ;; esac
 	return 1

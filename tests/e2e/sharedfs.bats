@@ -16,6 +16,7 @@
 
 load ../lib/common
 load ../lib/sshhosts
+load ../lib/hosttools
 
 setup_file() {
 	hosts_available || return 0
@@ -87,11 +88,6 @@ teardown() {
 	host_kill_procs 1 2
 }
 
-sub() { in_client cardbaton-submit --config "$C" "$@"; }
-st() { in_client cardbaton-status --config "$C" "$@"; }
-field() { st --json "$1" | json "d['jobs'][0]['$2']"; }
-state() { field "$1" state; }
-record() { cat "$T"/spool/*/"$(printf %010d "$1").job"; }
 
 
 # coop N LOG [LOCAL]: the job, resumable, submitted (its ID), with host2

@@ -10,6 +10,7 @@ bats_require_minimum_version 1.5.0
 
 load ../lib/common
 load ../lib/sshhosts
+load ../lib/hosttools
 load ../lib/slurm
 
 setup_file() {
@@ -54,10 +55,6 @@ teardown() {
 	host_kill_procs 1
 }
 
-sub() { in_client cardbaton-submit --config "$C" "$@"; }
-st() { in_client cardbaton-status --config "$C" "$@"; }
-field() { st --json "$1" | json "d['jobs'][0]['$2']"; }
-state() { field "$1" state; }
 final() {
 	case "$(state "$1")" in succeeded|failed|cancelled|lost) return 0 ;; esac
 	return 1

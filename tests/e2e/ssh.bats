@@ -4,6 +4,7 @@
 
 load ../lib/common
 load ../lib/sshhosts
+load ../lib/hosttools
 
 setup_file() {
 	if hosts_available; then hosts_up 3; fi
@@ -50,10 +51,6 @@ teardown() {
 }
 
 c() { in_client "$@"; }
-sub() { in_client cardbaton-submit --config "$C" "$@"; }
-st() { in_client cardbaton-status --config "$C" "$@"; }
-state() { st --json "$1" | json 'd["jobs"][0]["state"]'; }
-field() { st --json "$1" | json "d[\"jobs\"][0][\"$2\"]"; }
 final() {
 	case "$(state "$1")" in succeeded|failed|cancelled|lost) return 0 ;; esac
 	return 1

@@ -20,6 +20,7 @@
 
 load ../lib/common
 load ../lib/sshhosts
+load ../lib/hosttools
 
 setup_file() {
 	hosts_available || return 0
@@ -106,11 +107,6 @@ config() {
 	YAML
 }
 
-sub() { in_client cardbaton-submit --config "$C" "$@"; }
-st() { in_client cardbaton-status --config "$C" "$@"; }
-field() { st --json "$1" | json "d['jobs'][0]['$2']"; }
-state() { field "$1" state; }
-record() { cat "$T"/spool/*/"$(printf %010d "$1").job"; }
 
 
 # coop N MIB [FLAG...]: the job (checkpoint_transfer unless told
