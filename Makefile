@@ -196,11 +196,13 @@ SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stack
 #      suites that mostly wait (WAITING_E2E: transfer.bats, slurm.bats,
 #      faults.bats), then under the sanitizers SAN_AFTER_WAITING_E2E.
 # CI's 20 minutes on two cores (issue 35's stops: 1294 s, over): the
-# suites in SAN_ONLY_E2E -- the longest, and those whose plain run
-# told nothing the sanitizer run does not -- run only under the
-# sanitizers.  Both builds are the same sources; the sanitizers'
-# checks are the stricter, and the plain build's own behaviour (its
-# install, its demo, its timings) is what the plain pass keeps.
+# suites in SAN_ONLY_E2E -- the longest, and those whose plain run told
+# nothing the sanitizer run does not -- run only under the sanitizers.
+# Both builds are the same sources; the sanitizers' checks are the
+# stricter, and the plain build's own behaviour (its install, its demo,
+# its timings) is what the plain pass keeps.  (Then, once the walk polled
+# without a python, 776 s here; its lane had room, and ssh.bats went
+# there.)
 # A suite's lane and its time: bats --timing in CI's log.
 # Every lane runs to its end, whatever another's result, so that one
 # run shows every failure; the exit status is 0 only when all passed.
@@ -225,9 +227,9 @@ SAN_MAIN_E2E = $(addprefix tests/e2e/,hostile.bats checkpoint.bats baton.bats \
 				      drain.bats staged.bats statusidx.bats workflow.bats lab.bats \
 				      labsched.bats leasedir.bats)
 # ... in the waiting lane, after its plain suites:
-SAN_AFTER_WAITING_E2E = tests/e2e/ssh.bats tests/e2e/sharedfs.bats
+SAN_AFTER_WAITING_E2E = tests/e2e/sharedfs.bats
 # ... and in the crash lane, once the walk is done:
-SAN_AFTER_WALK_E2E = tests/e2e/daemon.bats tests/e2e/runas.bats tests/e2e/python.bats
+SAN_AFTER_WALK_E2E = tests/e2e/ssh.bats tests/e2e/daemon.bats tests/e2e/runas.bats tests/e2e/python.bats
 
 test check:
 	tests/install-deps
