@@ -463,27 +463,57 @@ static const struct node_transfer *transfer_of(long long id, const char **to)
 	return NULL;
 }
 
-/* A job's "transfer": {"from", "to", "bytes_done", "bytes_total"}, or
- * null (cJSON's text, malloc'd). */
-static char *transfer_json(long long id)
+/* T's "transfer": {"from", "to", "bytes_done", "bytes_total"} (cJSON's
+ * text, malloc'd). */
+static char *transfer_json(const struct node_transfer *t, const char *to)
 {
-	const char *to = NULL;
-	const struct node_transfer *t = transfer_of(id, &to);
-	cJSON *o = t ? cJSON_CreateObject() : cJSON_CreateNull();
+	cJSON *o = cJSON_CreateObject();
 	char *text;
 
-	if (!o || (t && (!cJSON_AddStringToObject(o, "from", t->from) ||
-			 !cJSON_AddStringToObject(o, "to", to) ||
-			 !cJSON_AddNumberToObject(o, "bytes_done", (double)t->done) ||
-			 !(t->total < 0 ? cJSON_AddNullToObject(o, "bytes_total")
-					: cJSON_AddNumberToObject(o, "bytes_total", (double)t->total)))) ||
+	if (!o || !cJSON_AddStringToObject(o, "from", t->from) ||
+	    !cJSON_AddStringToObject(o, "to", to) ||
+	    !cJSON_AddNumberToObject(o, "bytes_done", (double)t->done) ||
+	    !(t->total < 0 ? cJSON_AddNullToObject(o, "bytes_total")
+			   : cJSON_AddNumberToObject(o, "bytes_total", (double)t->total)) ||
 	    !(text = cJSON_PrintUnformatted(o)))
 		die(EX_OSERR_, "%s", strerror(ENOMEM));
 	cJSON_Delete(o);
 	return text;
 }
 
-#define TR_NULL "\"transfer\":null}"
+/* Job ID's element JS, its LEN bytes up to its closing brace, with its
+ * "transfer" as nodes/ says it is now (not the record's).  The element
+ * ends in "transfer": null (job_status_json), which stays as it is for
+ * a job whose checkpoint is not being copied, nearly every one; an
+ * index line of a daemon from before it has none: added. */
+static void print_element(const char *js, size_t len, long long id)
+{
+	static const char tail[] = "\"transfer\":null}";
+	const size_t n = sizeof tail - 1;
+	const char *to = NULL;
+	const struct node_transfer *t = transfer_of(id, &to);
+	int has = len >= n && !memcmp(js + len - n, tail, n);
+	char *tr;
+
+	if (has && !t) {
+		out_add(js, len);
+		return;
+	}
+	if (has) {
+		out_add(js, len - (sizeof "null}" - 1));
+	} else {
+		out_add(js, len ? len - 1 : 0);
+		out_add(",\"transfer\":", 12);
+	}
+	if (t) {
+		tr = transfer_json(t, to);
+		out_add(tr, strlen(tr));
+		cJSON_free(tr);
+	} else {
+		out_add("null", 4);
+	}
+	out_add("}", 1);
+}
 
 static void print_json(void)
 {
@@ -491,23 +521,11 @@ static void print_json(void)
 	for (size_t i = 0; i < nrows; i++) {
 		const char *js = rows[i]->json;
 		size_t len = strlen(js);
-		char *tr = transfer_json(rows[i]->id);
 
 		out_add(i ? ",\n" : "\n", i ? 2 : 1);
-		/* Its element ends in "transfer": null (job_status_json); it
-		 * is what nodes/ says now, not the record's.  (An index line
-		 * of a daemon from before it has none: added.) */
 		while (len && js[len - 1] != '}')
 			len--;
-		if (len > sizeof TR_NULL - 1 && !memcmp(js + len - (sizeof TR_NULL - 1), TR_NULL, sizeof TR_NULL - 1)) {
-			out_add(js, len - 5);
-		} else {
-			out_add(js, len ? len - 1 : 0);
-			out_add(",\"transfer\":", 12);
-		}
-		out_add(tr, strlen(tr));
-		out_add("}", 1);
-		cJSON_free(tr);
+		print_element(js, len, rows[i]->id);
 	}
 	out_flush();
 	fputs(nrows ? "\n],\n\"nodes\": [" : "],\n\"nodes\": [", stdout);

@@ -177,6 +177,44 @@ mixed_spool() {
 	[[ $stderr == *"$f: not a valid job record"* ]]
 }
 
+@test "status: index lines from a daemon before \"transfer\" (their elements without it) give the same --json, each element with \"transfer\": null" {
+	mixed_spool
+	grep -q ',"transfer":null}' "$T/spool/queued.idx"
+	views "$T/with"
+	# Lines kept from such a daemon (LAYOUT.md §11, step 2): the same
+	# index with no "transfer" in its elements, queued/ untouched.
+	# (Its "sections" line gives the JSON section's bytes: fewer now.)
+	python3 - "$T/spool/queued.idx" "$T/old.idx" <<-'EOF'
+	import sys
+	lines = open(sys.argv[1], "rb").read().split(b"\n")
+	cut = 0
+	for i, l in enumerate(lines):
+	    if l.startswith(b"{") and l.endswith(b',"transfer":null}'):
+	        lines[i] = l[:-len(b',"transfer":null}')] + b"}"
+	        cut += len(b',"transfer":null')
+	for i, l in enumerate(lines):
+	    if l.startswith(b"sections "):
+	        w = l.split()
+	        lines[i] = b"sections %s %d" % (w[1], int(w[2]) - cut)
+	open(sys.argv[2], "wb").write(b"\n".join(lines))
+	EOF
+	! grep -q '"transfer"' "$T/old.idx"
+	cat "$T/old.idx" > "$T/spool/queued.idx"
+	index_current
+	views "$T/old"
+	same "$T/with" "$T/old"
+	[ "$(json '[j["transfer"] for j in d["jobs"]]' < "$T/old.json")" = "$(json '[None] * len(d["jobs"])' < "$T/old.json")" ]
+	# The old lines were what status read: a record rewritten in place
+	# (as in the test above) is not read, and the output is unchanged.
+	f=$(ls "$Q" | head -1)
+	echo 'not a record' > "$T/x" && cat "$T/x" > "$Q/$f"
+	index_current
+	run --separate-stderr st --json
+	[ "$status" -eq 0 ]
+	[ -z "$stderr" ]
+	cmp - "$T/old.json" <<<"$output"
+}
+
 @test "status: an index made stale by hand (a record added, replaced, removed) is not used" {
 	mixed_spool
 	id=$(st --json | json '[j for j in d["jobs"] if j["state"] == "queued"][-1]["id"]')
