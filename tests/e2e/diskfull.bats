@@ -233,7 +233,9 @@ after_fault() {
 		# B waits on for its card, as before.
 		[ "$(state "$B")" = queued ]
 	fi
-	grep -q "the spool can be written again" "$T/daemon.log"
+	# Said when a write of its own retried succeeds (on a timer): with
+	# spare files the jobs may all be recorded before that (ci26).
+	wait_for 30 'grep -q "the spool can be written again" "$T/daemon.log"'
 	[ "$(grep -c "cannot write the spool" "$T/daemon.log")" -eq 1 ]
 	records_ok
 	stop_daemon
